@@ -1,0 +1,101 @@
+/*
+ * ack.h: acknowledging, failing and releasing claimed items.
+ *
+ * The guarantee lives here, in one predicate checked inside the ack
+ * transaction:
+ *
+ *   BEGIN;
+ *     -- the handler's own writes (oq_ack_fn)
+ *     DELETE FROM onceq_items WHERE id = $1 AND claim = $2;  -- 1 row or ROLLBACK
+ *   COMMIT;
+ *
+ * Of all the transactions that try to acknowledge an item, at most one
+ * commits. An ambiguous commit is reconciled from the database, never re-run
+ * blindly: item gone -> it was acknowledged (exactly once, by someone);
+ * item still claimed by us -> the transaction is run again; anything else ->
+ * the claim was lost.
+ *
+ * Thread safety: every call uses the caller's db, on one thread.
+ */
+#ifndef ONCEQ_ACK_H
+#define ONCEQ_ACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "onceq/db.h"
+#include "onceq/item.h"
+#include "onceq/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The handler's database effects, run on db inside the open ack transaction
+ * (use oq_db_exec / oq_db_query or raw libpq via oq_db_pgconn). It may run
+ * more than once when the transaction restarts; only the run that commits
+ * counts. Return OQ_OK to go on to the claim check; anything else rolls back
+ * and is returned from oq_ack.
+ */
+typedef oq_err (*oq_ack_fn)(oq_db *db, const oq_item *item, void *ud);
+
+typedef struct oq_ack_opts {
+  bool history;       /* also write onceq_done in the same transaction */
+  const char *result; /* history only: result text to keep; may be NULL */
+} oq_ack_opts;
+
+/*
+ * Acknowledge one item: fn's writes (fn may be NULL) plus the claim-checked
+ * DELETE, in one transaction, retried on restarts. Returns OQ_OK when the
+ * item is acknowledged, OQ_ERR_CLAIM_LOST (fn's writes rolled back) when the
+ * claim is no longer ours, OQ_ERR_AMBIGUOUS only when reconciliation itself
+ * could not reach the database (call oq_ack again later: it reconciles
+ * first). opts may be NULL.
+ *
+ * *reconciled (may be NULL) is set true when the verdict came from
+ * reconciling an ambiguous commit.
+ */
+OQ_MUST_CHECK oq_err oq_ack(oq_db *db, const oq_session *s,
+                            const oq_item *item, oq_ack_fn fn, void *ud,
+                            const oq_ack_opts *opts, bool *reconciled);
+
+/*
+ * Acknowledge many items whose handlers wrote nothing in the database, in
+ * one statement: DELETE ... WHERE id = ANY($ids) AND claim = $s RETURNING id.
+ * acked[i] is set for each ids[i] that was acknowledged by this call; the
+ * others were lost. *nacked (may be NULL) gets the count.
+ */
+OQ_MUST_CHECK oq_err oq_ack_batch(oq_db *db, const oq_session *s,
+                                  const char *const *ids, size_t n,
+                                  bool *acked, size_t *nacked,
+                                  const oq_ack_opts *opts);
+
+typedef enum oq_fail_outcome {
+  OQ_FAIL_RETRY = 0, /* released; runs again at now() + backoff */
+  OQ_FAIL_DEAD = 1   /* attempts ran out: moved to onceq_dead */
+} oq_fail_outcome;
+
+/*
+ * Record a failed attempt, with the claim check: release the item with
+ * run_at = now() + delay and last_error kept, or, when attempts are
+ * exhausted, move it to onceq_dead in the same statement. delay_ms < 0
+ * means the default item policy (oq_retry_policy_item) for this attempt.
+ * OQ_ERR_CLAIM_LOST when the claim is no longer ours.
+ */
+OQ_MUST_CHECK oq_err oq_fail(oq_db *db, const oq_session *s,
+                             const oq_item *item, const char *error,
+                             int delay_ms, oq_fail_outcome *outcome);
+
+/*
+ * Give claimed items back without counting the attempt (graceful shutdown,
+ * giving up a partition). *nreleased (may be NULL) gets the count; items
+ * no longer ours are skipped.
+ */
+OQ_MUST_CHECK oq_err oq_release(oq_db *db, const oq_session *s,
+                                const char *const *ids, size_t n,
+                                size_t *nreleased);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

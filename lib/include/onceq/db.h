@@ -1,0 +1,115 @@
+/*
+ * db.h: a database connection handle (oq_db), the transaction runner and
+ * the error details every other module reports through.
+ *
+ * Terms:
+ *  - conninfo: a libpq URL (postgresql://...) or key=value string.
+ *  - engine: PostgreSQL or CockroachDB, detected once per connection.
+ *  - restart: SQLSTATE 40001/40P01 (CockroachDB "restart transaction"); the
+ *    transaction runner rolls back and runs the whole transaction again.
+ *  - ambiguous commit: COMMIT was sent but no answer came back (40003 or the
+ *    connection dropped); the runner never re-runs blindly, it returns
+ *    OQ_ERR_AMBIGUOUS and the caller reconciles (see ack.h).
+ *
+ * Passwords never appear in any message this module produces.
+ *
+ * Thread safety: an oq_db is NOT thread-safe. Give each thread its own.
+ */
+#ifndef ONCEQ_DB_H
+#define ONCEQ_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "onceq/backoff.h"
+#include "onceq/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct pg_conn; /* libpq's PGconn */
+
+typedef struct oq_db oq_db;
+
+typedef enum oq_engine {
+  OQ_ENGINE_POSTGRES = 0,
+  OQ_ENGINE_COCKROACH = 1
+} oq_engine;
+
+/* Size that always fits one onceq error line. */
+#define OQ_ERRBUF_SIZE 512
+
+typedef struct oq_db_opts {
+  /* URL or key=value. NULL/"": ONCEQ_DATABASE_URL, then DATABASE_URL, then
+   * libpq's own defaults (PGHOST, PGUSER, ...). */
+  const char *conninfo;
+  const char *application_name; /* NULL: "onceq" */
+  int connect_timeout_s;         /* 0: 5 */
+  const oq_retry_policy *retry;  /* restarts/reconnects; NULL: tx default */
+} oq_db_opts;
+
+/*
+ * Connect. On success *out is a handle to free with oq_db_close. On failure
+ * *out is NULL, nothing needs cleaning up, and errbuf (if not NULL) holds
+ * one line naming the problem and the fix, with any password masked.
+ */
+OQ_MUST_CHECK oq_err oq_db_open(const oq_db_opts *opts, oq_db **out,
+                                char *errbuf, size_t errlen);
+/* Close and free. NULL is allowed. */
+void oq_db_close(oq_db *db);
+
+/* Drop the connection and connect again with the same options. */
+OQ_MUST_CHECK oq_err oq_db_reconnect(oq_db *db);
+/* Non-zero when the connection is up. */
+int oq_db_connected(const oq_db *db);
+
+oq_engine oq_db_engine(const oq_db *db);
+/* The last error's message (one line, password masked) and SQLSTATE ("" if
+ * none). Valid until the next call on this handle. */
+const char *oq_db_errmsg(const oq_db *db);
+const char *oq_db_sqlstate(const oq_db *db);
+/* Transaction restarts (40001/40P01) taken since open: for tests/metrics. */
+uint64_t oq_db_restarts(const oq_db *db);
+/* The conninfo with the password replaced by "***": safe to print. */
+const char *oq_db_masked_conninfo(const oq_db *db);
+
+/* The underlying libpq connection, for callers that want raw libpq inside an
+ * ack or enqueue transaction. Owned by db; do not PQfinish it. */
+struct pg_conn *oq_db_pgconn(oq_db *db);
+
+/* Run one statement with text parameters (NULL entries are SQL NULL); the
+ * result is discarded. *affected (may be NULL) gets the row count. */
+OQ_MUST_CHECK oq_err oq_db_exec(oq_db *db, const char *sql, int nparams,
+                                const char *const *params, long *affected);
+
+/* Called once per result row with the row's text values (NULL = SQL NULL).
+ * Return OQ_OK to go on; anything else stops and is returned. */
+typedef oq_err (*oq_row_fn)(void *ud, int ncols, const char *const *vals);
+/* Run one statement and hand each row to fn (may be NULL). */
+OQ_MUST_CHECK oq_err oq_db_query(oq_db *db, const char *sql, int nparams,
+                                 const char *const *params, oq_row_fn fn,
+                                 void *ud);
+
+/* The body of a transaction: may run more than once (restarts), so it must
+ * not keep effects outside the transaction between runs. */
+typedef oq_err (*oq_tx_fn)(oq_db *db, void *ud);
+
+/*
+ * BEGIN; fn(db, ud); COMMIT. On 40001/40P01 anywhere (including COMMIT) it
+ * rolls back, waits per the retry policy and runs fn again. A failure from
+ * fn rolls back and is returned. A lost answer to COMMIT returns
+ * OQ_ERR_AMBIGUOUS: the caller must reconcile, not re-run.
+ */
+OQ_MUST_CHECK oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud);
+
+/* Where to connect when no --db is given: ONCEQ_DATABASE_URL, then
+ * DATABASE_URL, else "" (libpq defaults). Never NULL; not owned. */
+const char *oq_conninfo_from_env(void);
+
+/* Copy conninfo into out with any password replaced by "***". */
+void oq_conninfo_mask(const char *conninfo, char *out, size_t outlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+/*
+ * enqueue.h: adding items, inside the CALLER's transaction.
+ *
+ * oq_enqueue is a plain INSERT into onceq_items on the caller's db: run it
+ * between your own BEGIN and COMMIT and a rolled-back enqueue never runs.
+ * It does not open or retry a transaction of its own.
+ *
+ * Thread safety: uses the caller's db, on one thread.
+ */
+#ifndef ONCEQ_ENQUEUE_H
+#define ONCEQ_ENQUEUE_H
+
+#include <stdint.h>
+#include "onceq/db.h"
+#include "onceq/item.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OQ_DEFAULT_QUEUE "default"
+#define OQ_DEFAULT_MAX_ATTEMPTS 25
+
+typedef struct oq_enqueue_opts {
+  const char *queue;      /* NULL: "default" */
+  const char *payload;    /* JSON text; NULL: "{}" */
+  int priority;           /* higher runs first; default 0 */
+  int64_t delay_ms;       /* run_at = now() + delay; ignored if run_at set */
+  const char *run_at;     /* timestamptz text, e.g. "2030-01-01T00:00:00Z" */
+  const char *unique_key; /* at most one live item per key; NULL: none */
+  int max_attempts;       /* 0: 25 */
+} oq_enqueue_opts;
+
+typedef enum oq_enqueue_status {
+  OQ_ENQUEUED = 0,        /* a new item was inserted */
+  OQ_ENQUEUE_DUPLICATE = 1 /* unique_key exists: id is the existing item */
+} oq_enqueue_status;
+
+/*
+ * Insert one item. id_out (OQ_UUID_LEN + 1 bytes) gets its id. With a
+ * unique_key that already exists, nothing is inserted, id_out gets the
+ * existing id and *status (may be NULL) OQ_ENQUEUE_DUPLICATE. Invalid JSON
+ * gives OQ_ERR_INVALID.
+ */
+OQ_MUST_CHECK oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *opts,
+                                char *id_out, oq_enqueue_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

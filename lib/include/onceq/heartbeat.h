@@ -1,0 +1,53 @@
+/*
+ * heartbeat.h: the thread that keeps a session alive, on its OWN connection.
+ *
+ * Every interval it runs UPDATE onceq_sessions SET heartbeated_at = now()
+ * WHERE id = $1. One row: the session is live. Zero rows: the session is
+ * lost (reaped), reported through the callback, never silently. Between
+ * beats it re-checks fencing on the monotonic clock. A connection error is
+ * not fatal: it reconnects on the next beat (and fences if that takes long).
+ *
+ * Thread safety: start/stop/pause from the owning thread. The callback
+ * runs on the heartbeat thread; keep it short and thread-safe.
+ */
+#ifndef ONCEQ_HEARTBEAT_H
+#define ONCEQ_HEARTBEAT_H
+
+#include <stdbool.h>
+#include "onceq/db.h"
+#include "onceq/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct oq_heartbeat oq_heartbeat;
+
+/* Called on the heartbeat thread whenever the session state changes. */
+typedef void (*oq_session_event_fn)(void *ud, oq_session *s,
+                                    oq_session_state state);
+
+/*
+ * Open a connection with dbo and start beating for s (which must outlive
+ * the heartbeat). On success free with oq_heartbeat_stop. On failure
+ * nothing needs cleaning up and errbuf holds one line.
+ */
+OQ_MUST_CHECK oq_err oq_heartbeat_start(const oq_db_opts *dbo, oq_session *s,
+                                        oq_session_event_fn cb, void *ud,
+                                        oq_heartbeat **out, char *errbuf,
+                                        size_t errlen);
+/* Stop the thread (within about one interval), close its connection and
+ * free. NULL is allowed. */
+void oq_heartbeat_stop(oq_heartbeat *hb);
+
+/* Fault injection: while paused no heartbeat is sent (the fence check
+ * still runs). Used by tests to simulate a stalled worker. */
+void oq_heartbeat_pause(oq_heartbeat *hb, bool paused);
+
+/* Heartbeats that landed since start. */
+uint64_t oq_heartbeat_count(const oq_heartbeat *hb);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,52 @@
+/*
+ * item.h: claiming items, and what a claimed item looks like.
+ *
+ * A claim sets claim = <session>, claimed_at = now() and attempts + 1 on up
+ * to n ready items (queue in the set, run_at <= now(), attempts left), in
+ * priority order, in one statement. The attempt count goes up at claim time
+ * so an item that crashes its worker every time still runs out of attempts.
+ * Claiming only decides where to look; the ack's claim check decides who
+ * may acknowledge.
+ *
+ * Thread safety: uses the caller's db; items are plain memory.
+ */
+#ifndef ONCEQ_ITEM_H
+#define ONCEQ_ITEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "onceq/db.h"
+#include "onceq/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OQ_UUID_LEN 36
+
+typedef struct oq_item {
+  char id[OQ_UUID_LEN + 1];
+  char *queue;             /* owned by the array */
+  char *payload;           /* JSON text, owned by the array */
+  int attempt;             /* this run's number, 1-based */
+  int max_attempts;        /* dead-lettered when a failure hits this */
+  int priority;            /* higher runs first */
+  int64_t enqueued_at_us;  /* created_at, microseconds since the epoch */
+  int64_t claimed_at_us;   /* claimed_at, microseconds since the epoch */
+} oq_item;
+
+/*
+ * Claim up to max items of the given queues (nqueues > 0). On OQ_OK,
+ * *items (free with oq_items_free) holds *n items, possibly 0. A session
+ * whose row is gone gives OQ_ERR_SESSION_LOST.
+ */
+OQ_MUST_CHECK oq_err oq_claim(oq_db *db, const oq_session *s,
+                              const char *const *queues, size_t nqueues,
+                              int max, oq_item **items, size_t *n);
+/* Free an array from oq_claim. NULL is allowed. */
+void oq_items_free(oq_item *items, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

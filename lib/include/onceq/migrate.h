@@ -1,0 +1,38 @@
+/*
+ * migrate.h: the schema versions embedded in the library, and applying them.
+ *
+ * Migrations are numbered 1..oq_migrate_latest(); each has a PostgreSQL
+ * text and, where its DDL differs, a CockroachDB variant. Applying is
+ * idempotent and safe when several processes run it at once.
+ *
+ * Thread safety: uses the caller's db.
+ */
+#ifndef ONCEQ_MIGRATE_H
+#define ONCEQ_MIGRATE_H
+
+#include "onceq/db.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The newest schema version this library knows. */
+int oq_migrate_latest(void);
+/* Name of migration v ("init", ...) or NULL when out of range. */
+const char *oq_migrate_name(int version);
+
+/* *applied = newest applied version (0 when the schema is absent). */
+OQ_MUST_CHECK oq_err oq_migrate_status(oq_db *db, int *applied);
+
+/* Apply every missing version. *from/*to (may be NULL) get the version
+ * before and after. */
+OQ_MUST_CHECK oq_err oq_migrate_run(oq_db *db, int *from, int *to);
+
+/* OQ_OK when the schema is at least the version this library needs;
+ * OQ_ERR_SCHEMA with a message naming `onceq migrate` otherwise. */
+OQ_MUST_CHECK oq_err oq_migrate_check(oq_db *db);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

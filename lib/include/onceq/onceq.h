@@ -1,0 +1,33 @@
+/*
+ * onceq.h: the whole public API of libonceq. Link with -lonceq
+ * (pkg-config onceq).
+ *
+ * Each handle (oq_db, oq_session, ...) is documented in its own header;
+ * every header states its thread-safety rules.
+ */
+#ifndef ONCEQ_H
+#define ONCEQ_H
+
+#define ONCEQ_VERSION "0.1.0"
+
+#include "onceq/err.h"
+#include "onceq/backoff.h"
+#include "onceq/log.h"
+#include "onceq/db.h"
+#include "onceq/migrate.h"
+#include "onceq/session.h"
+#include "onceq/heartbeat.h"
+#include "onceq/reaper.h"
+#include "onceq/item.h"
+#include "onceq/ack.h"
+#include "onceq/enqueue.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The library's version string (ONCEQ_VERSION of the built library). */
+const char *oq_version(void);
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+/* oq_test.c: database plumbing shared by the integration tests. */
+#include "oq_test.h"
+
+#include <ctype.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *oqt_admin_dsn(void)
+{
+  const char *dsn = getenv("ONCEQ_TEST_DSN");
+  if (!dsn || !*dsn) {
+    fprintf(stderr, "SKIP: ONCEQ_TEST_DSN is not set; run ./test/run.sh\n");
+    exit(77);
+  }
+  return dsn;
+}
+
+const char *oqt_isolation(void)
+{
+  const char *iso = getenv("ONCEQ_TEST_ISOLATION");
+  return (iso && *iso) ? iso : "read committed";
+}
+
+oq_db *oqt_connect(const char *dsn)
+{
+  char err[OQ_ERRBUF_SIZE];
+  oq_db *db = NULL;
+  oq_db_opts o = {.conninfo = dsn, .application_name = "onceq-test"};
+  oq_err e = oq_db_open(&o, &db, err, sizeof err);
+  if (e != OQ_OK)
+    OQT_FAIL("connect: %s: %s", oq_strerror(e), err);
+  return db;
+}
+
+static oq_err first_col(void *ud, int ncols, const char *const *vals)
+{
+  long *out = ud;
+  if (ncols > 0 && vals[0])
+    *out = strtol(vals[0], NULL, 10);
+  return OQ_OK;
+}
+
+long oqt_scalar(oq_db *db, const char *sql)
+{
+  long v = 0;
+  oq_err e = oq_db_query(db, sql, 0, NULL, first_col, &v);
+  if (e != OQ_OK)
+    OQT_FAIL("%s: %s (%s)", sql, oq_strerror(e), oq_db_errmsg(db));
+  return v;
+}
+
+void oqt_exec(oq_db *db, const char *sql)
+{
+  oq_err e = oq_db_exec(db, sql, 0, NULL, NULL);
+  if (e != OQ_OK)
+    OQT_FAIL("%s: %s (%s)", sql, oq_strerror(e), oq_db_errmsg(db));
+}
+
+const char *oqt_fresh_db(const char *name, int migrate)
+{
+  static char dsn[1024];
+  char dbname[64], sql[256];
+  size_t j = 0;
+  for (const char *p = name; *p && j < 40; p++)
+    dbname[j++] = isalnum((unsigned char)*p) ? (char)tolower(*p) : '_';
+  dbname[j] = '\0';
+  char full[80];
+  snprintf(full, sizeof full, "oqt_%s_%d", dbname, (int)getpid());
+
+  oq_db *admin = oqt_connect(oqt_admin_dsn());
+  snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", full);
+  oqt_exec(admin, sql);
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", full);
+  oqt_exec(admin, sql);
+  snprintf(sql, sizeof sql,
+           "ALTER DATABASE %s SET default_transaction_isolation = '%s'", full,
+           oqt_isolation());
+  oqt_exec(admin, sql);
+  oq_db_close(admin);
+
+  snprintf(dsn, sizeof dsn, "%s dbname=%s", oqt_admin_dsn(), full);
+  if (migrate) {
+    oq_db *db = oqt_connect(dsn);
+    ASSERT_OK(db, oq_migrate_run(db, NULL, NULL));
+    oq_db_close(db);
+  }
+  return dsn;
+}
+
+void oqt_enqueue_n(oq_db *db, const char *queue, int n)
+{
+  char payload[64], id[OQ_UUID_LEN + 1];
+  oqt_exec(db, "BEGIN");
+  for (int i = 0; i < n; i++) {
+    snprintf(payload, sizeof payload, "{\"n\": %d}", i);
+    oq_enqueue_opts o = {.queue = queue, .payload = payload};
+    ASSERT_OK(db, oq_enqueue(db, &o, id, NULL));
+  }
+  oqt_exec(db, "COMMIT");
+}
+
+void oqt_sleep_ms(int ms)
+{
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+void oqt_metric(const char *name, double value, const char *unit)
+{
+  printf("METRIC %s %.3f %s (isolation: %s)\n", name, value, unit,
+         oqt_isolation());
+  fflush(stdout);
+}
