@@ -21,10 +21,10 @@ int oq_migrate_latest(void);
 /* Name of migration v ("init", ...) or NULL when out of range. */
 const char *oq_migrate_name(int version);
 
-/* *applied = newest applied version (0 when the schema is absent). */
+/* Sets *applied to the newest applied version (0: schema absent). */
 OQ_MUST_CHECK oq_err oq_migrate_status(oq_db *db, int *applied);
 
-/* Apply every missing version. *from/*to (may be NULL) get the version
+/* Apply every missing version. from and to (may be NULL) get the version
  * before and after. */
 OQ_MUST_CHECK oq_err oq_migrate_run(oq_db *db, int *from, int *to);
 

@@ -1,0 +1,367 @@
+/*
+ * ack.c: acknowledging, failing and releasing claimed items (ack.h).
+ *
+ * The only decision about who may acknowledge is `claim = $session` inside
+ * the ack transaction. An ambiguous commit is reconciled from the database
+ * (DESIGN §3): item gone -> acknowledged; still ours -> run the transaction
+ * again; otherwise -> claim lost.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct ack_ctx {
+  const oq_session *s;
+  const oq_item *item;
+  oq_ack_fn fn;
+  void *ud;
+  const oq_ack_opts *opts;
+} ack_ctx;
+
+static oq_err claim_lost(oq_db *db, const char *item, const char *session)
+{
+  return oq__db_fail(db, OQ_ERR_CLAIM_LOST, NULL,
+                     "item %s is no longer claimed by session %s (reaped, "
+                     "cancelled or acknowledged elsewhere); its effects "
+                     "were rolled back",
+                     item, session);
+}
+
+/* The ack transaction's body: the handler's writes, then the claim check. */
+static oq_err ack_tx(oq_db *db, void *arg)
+{
+  ack_ctx *c = arg;
+  if (c->fn) {
+    oq_err e = c->fn(db, c->item, c->ud);
+    if (e != OQ_OK) {
+      if (!oq_db_errmsg(db)[0])
+        oq__db_fail(db, e, NULL, "ack handler for item %s failed: %s",
+                    c->item->id, oq_strerror(e));
+      return e;
+    }
+  }
+  long n = 0;
+  oq_err e;
+  const char *sid = oq_session_id(c->s);
+  if (c->opts && c->opts->history) {
+    const char *params[3] = {c->item->id, sid, c->opts->result};
+    e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_HISTORY), 3,
+                   params, &n);
+  } else {
+    const char *params[2] = {c->item->id, sid};
+    e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK), 2, params,
+                   &n);
+  }
+  if (e != OQ_OK)
+    return e;
+  if (n != 1)
+    return claim_lost(db, c->item->id, sid);
+  return OQ_OK;
+}
+
+typedef struct claim_of {
+  bool found;
+  char claim[OQ_UUID_LEN + 1]; /* "" when unclaimed */
+} claim_of;
+
+static oq_err read_claim(void *ud, int ncols, const char *const *vals)
+{
+  claim_of *c = ud;
+  c->found = true;
+  snprintf(c->claim, sizeof c->claim, "%s",
+           ncols > 0 && vals[0] ? vals[0] : "");
+  return OQ_OK;
+}
+
+static bool out_of_time(const oq_retry_policy *p, uint64_t start)
+{
+  uint64_t now = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
+  return p->max_total_ms > 0 && now - start >= (uint64_t)p->max_total_ms;
+}
+
+oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item,
+              oq_ack_fn fn, void *ud, const oq_ack_opts *opts,
+              bool *reconciled)
+{
+  ack_ctx c = {s, item, fn, ud, opts};
+  const char *sid = oq_session_id(s);
+  const oq_retry_policy *p = oq__db_policy(db);
+  uint64_t start = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
+  bool ambiguous = false;
+  oq_err e = OQ_OK;
+  if (reconciled)
+    *reconciled = false;
+  for (int round = 1;; round++) {
+    if (!oq_db_connected(db)) {
+      e = oq__db_reconnect_patiently(db);
+      if (e != OQ_OK)
+        goto give_up;
+    }
+    if (ambiguous) {
+      claim_of co = {0};
+      const char *params[1] = {item->id};
+      e = oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_ITEM_CLAIM_OF),
+                      1, params, read_claim, &co);
+      if (e == OQ_ERR_CONN || e == OQ_ERR_RETRY)
+        goto again;
+      if (e != OQ_OK)
+        return e;
+      if (reconciled)
+        *reconciled = true;
+      if (!co.found) {
+        OQ_LOG(OQ_LOG_INFO, sid, item->id,
+               "ambiguous commit reconciled: item is gone, acknowledged");
+        oq__db_clear(db);
+        return OQ_OK;
+      }
+      if (strcmp(co.claim, sid) != 0) {
+        OQ_LOG(OQ_LOG_WARN, sid, item->id,
+               "ambiguous commit reconciled: claim lost");
+        return claim_lost(db, item->id, sid);
+      }
+      OQ_LOG(OQ_LOG_INFO, sid, item->id,
+             "ambiguous commit reconciled: still claimed, acking again");
+    }
+    e = oq_db_transact(db, ack_tx, &c);
+    if (e == OQ_OK)
+      return OQ_OK;
+    if (e == OQ_ERR_AMBIGUOUS) {
+      OQ_LOG(OQ_LOG_WARN, sid, item->id, "%s", oq_db_errmsg(db));
+      ambiguous = true;
+      goto again;
+    }
+    /* After an ambiguous round the earlier commit may have landed while we
+     * re-ran: a 0-row DELETE then means "acknowledged", so reconcile. */
+    if (e == OQ_ERR_CLAIM_LOST && ambiguous)
+      goto again;
+    if (e != OQ_ERR_CONN)
+      return e;
+    /* Lost before COMMIT was sent: nothing committed; run it again. */
+  again:
+    if (out_of_time(p, start))
+      goto give_up;
+    if (round > 1)
+      oq__policy_sleep(p, oq_backoff_delay_ms(p, round, oq__db_rng(db)));
+  }
+give_up:
+  if (ambiguous)
+    return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
+                       "ack of item %s: commit outcome still unknown (%s); "
+                       "call oq_ack again once the database is reachable",
+                       item->id, oq_db_errmsg(db));
+  return e;
+}
+
+/* Text array literal of ids; UUIDs need no quoting. */
+static char *id_array(const char *const *ids, size_t n)
+{
+  return oq__text_array(ids, n);
+}
+
+typedef struct batch_acc {
+  const char *const *ids;
+  size_t n;
+  bool *flags;  /* acked[] or "still ours"[] */
+  bool *seen;   /* present in the table (reconciliation only) */
+} batch_acc;
+
+static long find_id(const batch_acc *a, const char *id)
+{
+  for (size_t i = 0; i < a->n; i++)
+    if (strcmp(a->ids[i], id) == 0)
+      return (long)i;
+  return -1;
+}
+
+static oq_err mark_acked(void *ud, int ncols, const char *const *vals)
+{
+  batch_acc *a = ud;
+  long i = ncols > 0 && vals[0] ? find_id(a, vals[0]) : -1;
+  if (i >= 0)
+    a->flags[i] = true;
+  return OQ_OK;
+}
+
+static oq_err mark_present(void *ud, int ncols, const char *const *vals)
+{
+  batch_acc *a = ud;
+  long i = ncols > 1 && vals[0] ? find_id(a, vals[0]) : -1;
+  if (i >= 0) {
+    a->seen[i] = true;
+    a->flags[i] = vals[1] && vals[1][0] == 't';
+  }
+  return OQ_OK;
+}
+
+static oq_err batch_delete(oq_db *db, const oq_session *s,
+                           const char *const *ids, size_t n, bool *acked,
+                           const oq_ack_opts *opts)
+{
+  char *arr = id_array(ids, n);
+  if (!arr)
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  const char *params[2] = {arr, oq_session_id(s)};
+  batch_acc a = {ids, n, acked, NULL};
+  oq__stmt st = opts && opts->history ? OQ__SQL_ACK_BATCH_HISTORY
+                                      : OQ__SQL_ACK_BATCH;
+  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), st), 2, params,
+                                mark_acked, &a, NULL);
+  free(arr);
+  return e;
+}
+
+/*
+ * After a batch DELETE whose outcome is unknown: ids gone are acknowledged,
+ * ids still ours are deleted again, the rest were lost.
+ */
+static oq_err batch_reconcile(oq_db *db, const oq_session *s,
+                              const char *const *ids, size_t n, bool *acked,
+                              const oq_ack_opts *opts)
+{
+  bool *ours = calloc(n, sizeof *ours);
+  bool *seen = calloc(n, sizeof *seen);
+  const char **again = calloc(n, sizeof *again);
+  bool *again_acked = calloc(n, sizeof *again_acked);
+  size_t *again_idx = calloc(n, sizeof *again_idx);
+  oq_err e = OQ_OK;
+  char *arr = NULL;
+  if (!ours || !seen || !again || !again_acked || !again_idx) {
+    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+    goto out;
+  }
+  arr = id_array(ids, n);
+  if (!arr) {
+    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+    goto out;
+  }
+  const char *params[2] = {arr, oq_session_id(s)};
+  batch_acc a = {ids, n, ours, seen};
+  e = oq__db_query_retry(
+      db, oq__sql(oq_db_engine(db), OQ__SQL_ITEMS_CLAIMED_BY_US), 2, params,
+      mark_present, &a, NULL);
+  if (e != OQ_OK)
+    goto out;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    acked[i] = !seen[i];
+    if (seen[i] && ours[i]) {
+      again[m] = ids[i];
+      again_idx[m++] = i;
+    }
+  }
+  if (m > 0) {
+    e = batch_delete(db, s, again, m, again_acked, opts);
+    if (e != OQ_OK)
+      goto out;
+    for (size_t j = 0; j < m; j++)
+      acked[again_idx[j]] = again_acked[j];
+  }
+out:
+  free(arr);
+  free(ours);
+  free(seen);
+  free(again);
+  free(again_acked);
+  free(again_idx);
+  return e;
+}
+
+oq_err oq_ack_batch(oq_db *db, const oq_session *s, const char *const *ids,
+                    size_t n, bool *acked, size_t *nacked,
+                    const oq_ack_opts *opts)
+{
+  if (nacked)
+    *nacked = 0;
+  if (n == 0)
+    return OQ_OK;
+  memset(acked, 0, n * sizeof *acked);
+  oq_err e = batch_delete(db, s, ids, n, acked, opts);
+  const oq_retry_policy *p = oq__db_policy(db);
+  uint64_t start = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
+  for (int round = 1; e == OQ_ERR_CONN || e == OQ_ERR_AMBIGUOUS; round++) {
+    OQ_LOG(OQ_LOG_WARN, oq_session_id(s), NULL,
+           "batch ack outcome unknown, reconciling: %s", oq_db_errmsg(db));
+    if (out_of_time(p, start))
+      return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
+                         "batch ack outcome still unknown (%s); call "
+                         "oq_ack_batch again once the database is reachable",
+                         oq_db_errmsg(db));
+    if (round > 1)
+      oq__policy_sleep(p, oq_backoff_delay_ms(p, round, oq__db_rng(db)));
+    if (!oq_db_connected(db) && oq__db_reconnect_patiently(db) != OQ_OK)
+      continue;
+    e = batch_reconcile(db, s, ids, n, acked, opts);
+  }
+  if (e != OQ_OK)
+    return e;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    k += acked[i];
+  if (nacked)
+    *nacked = k;
+  return OQ_OK;
+}
+
+oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
+               const char *error, int delay_ms, oq_fail_outcome *outcome)
+{
+  char delay[24];
+  if (delay_ms < 0) {
+    oq_retry_policy ip = oq_retry_policy_item();
+    delay_ms = oq_backoff_delay_ms(&ip, item->attempt, oq__db_rng(db));
+  }
+  snprintf(delay, sizeof delay, "%d", delay_ms);
+  const char *sid = oq_session_id(s);
+  const char *err = error ? error : "failed";
+  const char *retry[4] = {item->id, sid, delay, err};
+  long n = 0;
+  oq_engine eng = oq_db_engine(db);
+  oq_err e = oq__db_query_retry(db, oq__sql(eng, OQ__SQL_FAIL_RETRY), 4,
+                                retry, NULL, NULL, &n);
+  if (e != OQ_OK)
+    return e;
+  if (n == 1) {
+    if (outcome)
+      *outcome = OQ_FAIL_RETRY;
+    OQ_LOG(OQ_LOG_INFO, sid, item->id,
+           "attempt %d failed, retry in %d ms: %s", item->attempt, delay_ms,
+           err);
+    return OQ_OK;
+  }
+  const char *dead[3] = {item->id, sid, err};
+  e = oq__db_query_retry(db, oq__sql(eng, OQ__SQL_FAIL_DEAD), 3, dead, NULL,
+                         NULL, &n);
+  if (e != OQ_OK)
+    return e;
+  if (n != 1)
+    return claim_lost(db, item->id, sid);
+  if (outcome)
+    *outcome = OQ_FAIL_DEAD;
+  OQ_LOG(OQ_LOG_WARN, sid, item->id,
+         "attempt %d failed and attempts are exhausted: dead-lettered: %s",
+         item->attempt, err);
+  return OQ_OK;
+}
+
+oq_err oq_release(oq_db *db, const oq_session *s, const char *const *ids,
+                  size_t n, size_t *nreleased)
+{
+  if (nreleased)
+    *nreleased = 0;
+  if (n == 0)
+    return OQ_OK;
+  char *arr = id_array(ids, n);
+  if (!arr)
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  const char *params[2] = {arr, oq_session_id(s)};
+  long k = 0;
+  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db),
+                                            OQ__SQL_RELEASE),
+                                2, params, NULL, NULL, &k);
+  free(arr);
+  if (e == OQ_OK && nreleased)
+    *nreleased = (size_t)(k > 0 ? k : 0);
+  return e;
+}

@@ -1,0 +1,496 @@
+/*
+ * db.c: the only module that talks to libpq. It owns the connection
+ * (oq_db), the error details every module reports through (one setter,
+ * oq__db_fail), and the transaction runner with restart retries.
+ *
+ * Terms: see db.h (restart, ambiguous commit). A connection is "bad" once
+ * libpq says CONNECTION_BAD; any error on a bad connection is OQ_ERR_CONN
+ * (before COMMIT) or OQ_ERR_AMBIGUOUS (during COMMIT).
+ */
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct oq_db {
+  PGconn *conn;
+  oq_engine engine;
+  oq_db_opts opts;       /* copies of the strings below */
+  char *conninfo;        /* as given; may hold a password; never printed */
+  char *app_name;
+  char *password;        /* from the conninfo, for scrubbing; may be NULL */
+  char masked[1024];     /* conninfo with the password as *** */
+  oq_retry_policy retry; /* restarts and reconnects */
+  uint64_t rng;          /* xorshift state for jitter */
+  uint64_t restarts;     /* 40001/40P01 re-runs taken */
+  oq_err last;           /* last error code */
+  char sqlstate[6];      /* last SQLSTATE or "" */
+  char errmsg[OQ_ERRBUF_SIZE];
+};
+
+static char *dupstr(const char *s)
+{
+  return s ? strdup(s) : NULL;
+}
+
+/* Write a one-line, password-free message into buf. */
+static void format_msg(char *buf, size_t len, const char *password,
+                       const char *fmt, va_list ap)
+{
+  vsnprintf(buf, len, fmt, ap);
+  oq__one_line(buf);
+  oq__scrub(buf, len, password);
+  const char *envpw = getenv("PGPASSWORD");
+  if (envpw && strlen(envpw) >= 3)
+    oq__scrub(buf, len, envpw);
+}
+
+oq_err oq__db_fail(oq_db *db, oq_err code, const char *sqlstate,
+                   const char *fmt, ...)
+{
+  va_list ap;
+  db->last = code;
+  snprintf(db->sqlstate, sizeof db->sqlstate, "%s", sqlstate ? sqlstate : "");
+  va_start(ap, fmt);
+  format_msg(db->errmsg, sizeof db->errmsg, db->password, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+void oq__db_clear(oq_db *db)
+{
+  db->last = OQ_OK;
+  db->sqlstate[0] = '\0';
+  db->errmsg[0] = '\0';
+}
+
+const char *oq_db_errmsg(const oq_db *db)
+{
+  return db ? db->errmsg : "";
+}
+
+const char *oq_db_sqlstate(const oq_db *db)
+{
+  return db ? db->sqlstate : "";
+}
+
+uint64_t oq_db_restarts(const oq_db *db)
+{
+  return db->restarts;
+}
+
+oq_engine oq_db_engine(const oq_db *db)
+{
+  return db->engine;
+}
+
+const char *oq_db_masked_conninfo(const oq_db *db)
+{
+  return db->masked;
+}
+
+struct pg_conn *oq_db_pgconn(oq_db *db)
+{
+  return db->conn;
+}
+
+int oq_db_connected(const oq_db *db)
+{
+  return db && db->conn && PQstatus(db->conn) == CONNECTION_OK;
+}
+
+const oq_retry_policy *oq__db_policy(const oq_db *db)
+{
+  return &db->retry;
+}
+
+uint64_t *oq__db_rng(oq_db *db)
+{
+  return &db->rng;
+}
+
+const oq_db_opts *oq__db_opts(const oq_db *db)
+{
+  return &db->opts;
+}
+
+/* Server NOTICEs ("relation already exists, skipping") go to the debug log,
+ * not to the program's stderr. */
+static void on_notice(void *ud, const char *msg)
+{
+  OQ__UNUSED(ud);
+  OQ_LOG(OQ_LOG_DEBUG, NULL, NULL, "server notice: %s", msg);
+}
+
+/*
+ * Connect with the user's options, adding application_name, a connect
+ * timeout and TCP keepalives unless the conninfo sets them (so a dead peer
+ * is noticed in about 20 s instead of the kernel's two hours).
+ */
+static oq_err connect_now(oq_db *db)
+{
+  char *perr = NULL;
+  PQconninfoOption *parsed = PQconninfoParse(db->conninfo, &perr);
+  if (!parsed) {
+    oq__db_fail(db, perr ? OQ_ERR_CONFIG : OQ_ERR_NOMEM, NULL,
+                "invalid database URL/conninfo %s: %s; fix --db or "
+                "ONCEQ_DATABASE_URL",
+                db->masked, perr ? perr : "out of memory");
+    PQfreemem(perr);
+    return db->last;
+  }
+  const char *keys[48];
+  const char *vals[48];
+  int n = 0;
+  int has_app = 0, has_timeout = 0, has_keepalive = 0;
+  for (PQconninfoOption *o = parsed; o->keyword && n < 40; o++) {
+    if (!o->val)
+      continue;
+    if (strcmp(o->keyword, "application_name") == 0)
+      has_app = 1;
+    if (strcmp(o->keyword, "connect_timeout") == 0)
+      has_timeout = 1;
+    if (strncmp(o->keyword, "keepalives", 10) == 0)
+      has_keepalive = 1;
+    if (strcmp(o->keyword, "password") == 0 && !db->password)
+      db->password = dupstr(o->val);
+    keys[n] = o->keyword;
+    vals[n] = o->val;
+    n++;
+  }
+  char timeout[16];
+  snprintf(timeout, sizeof timeout, "%d",
+           db->opts.connect_timeout_s > 0 ? db->opts.connect_timeout_s : 5);
+  if (!has_app) {
+    keys[n] = "application_name";
+    vals[n++] = db->app_name ? db->app_name : "onceq";
+  }
+  if (!has_timeout) {
+    keys[n] = "connect_timeout";
+    vals[n++] = timeout;
+  }
+  if (!has_keepalive) {
+    keys[n] = "keepalives";
+    vals[n++] = "1";
+    keys[n] = "keepalives_idle";
+    vals[n++] = "10";
+    keys[n] = "keepalives_interval";
+    vals[n++] = "3";
+    keys[n] = "keepalives_count";
+    vals[n++] = "3";
+  }
+  keys[n] = NULL;
+  vals[n] = NULL;
+  db->conn = PQconnectdbParams(keys, vals, 0);
+  PQconninfoFree(parsed);
+  if (!db->conn)
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory connecting");
+  if (PQstatus(db->conn) != CONNECTION_OK) {
+    char m[OQ_ERRBUF_SIZE];
+    snprintf(m, sizeof m, "%s", PQerrorMessage(db->conn));
+    oq__one_line(m);
+    oq_err code = OQ_ERR_CONN;
+    const char *fix = "check that the server is running and that --db / "
+                      "ONCEQ_DATABASE_URL points at it";
+    if (PQconnectionNeedsPassword(db->conn) ||
+        strstr(m, "authentication failed") || strstr(m, "password")) {
+      code = OQ_ERR_AUTH;
+      fix = "check the user and password in --db / ONCEQ_DATABASE_URL "
+            "(or PGPASSWORD / ~/.pgpass)";
+    } else if (strstr(m, "does not exist")) {
+      code = OQ_ERR_CONFIG;
+      fix = "create the database or fix the name in --db / "
+            "ONCEQ_DATABASE_URL";
+    }
+    oq__db_fail(db, code, NULL, "cannot connect to %s: %s; %s", db->masked,
+                m, fix);
+    PQfinish(db->conn);
+    db->conn = NULL;
+    return code;
+  }
+  PQsetNoticeProcessor(db->conn, on_notice, NULL);
+  db->engine = oq__dialect_detect(PQparameterStatus(db->conn, "crdb_version"));
+  return OQ_OK;
+}
+
+oq_err oq_db_open(const oq_db_opts *opts, oq_db **out, char *errbuf,
+                  size_t errlen)
+{
+  *out = NULL;
+  oq_db *db = calloc(1, sizeof *db);
+  if (!db) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "out of memory");
+    return OQ_ERR_NOMEM;
+  }
+  const char *ci = opts && opts->conninfo && *opts->conninfo
+                       ? opts->conninfo
+                       : oq_conninfo_from_env();
+  db->conninfo = dupstr(ci);
+  db->app_name = dupstr(opts && opts->application_name
+                            ? opts->application_name
+                            : "onceq");
+  if (opts)
+    db->opts = *opts;
+  db->opts.conninfo = db->conninfo;
+  db->opts.application_name = db->app_name;
+  db->retry = opts && opts->retry ? *opts->retry : oq_retry_policy_tx();
+  db->opts.retry = NULL; /* copies made from opts get the default */
+  db->rng = oq__seed();
+  oq_conninfo_mask(db->conninfo, db->masked, sizeof db->masked);
+  if (!db->conninfo || !db->app_name) {
+    oq_db_close(db);
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "out of memory");
+    return OQ_ERR_NOMEM;
+  }
+  oq_err e = connect_now(db);
+  if (e != OQ_OK) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "%s", db->errmsg);
+    oq_db_close(db);
+    return e;
+  }
+  *out = db;
+  return OQ_OK;
+}
+
+void oq_db_close(oq_db *db)
+{
+  if (!db)
+    return;
+  if (db->conn)
+    PQfinish(db->conn);
+  free(db->conninfo);
+  free(db->app_name);
+  free(db->password);
+  free(db);
+}
+
+oq_err oq_db_reconnect(oq_db *db)
+{
+  oq__db_clear(db);
+  if (db->conn) {
+    PQfinish(db->conn);
+    db->conn = NULL;
+  }
+  return connect_now(db);
+}
+
+oq_err oq__db_reconnect_patiently(oq_db *db)
+{
+  uint64_t start = db->retry.now_ms ? db->retry.now_ms(db->retry.ctx)
+                                    : oq_monotonic_ms();
+  for (int attempt = 1;; attempt++) {
+    oq_err e = oq_db_reconnect(db);
+    if (e == OQ_OK || e == OQ_ERR_AUTH || e == OQ_ERR_CONFIG ||
+        e == OQ_ERR_NOMEM)
+      return e;
+    uint64_t now = db->retry.now_ms ? db->retry.now_ms(db->retry.ctx)
+                                    : oq_monotonic_ms();
+    if (db->retry.max_total_ms > 0 &&
+        now - start >= (uint64_t)db->retry.max_total_ms)
+      return e;
+    oq__policy_sleep(&db->retry,
+                     oq_backoff_delay_ms(&db->retry, attempt, &db->rng));
+  }
+}
+
+/*
+ * Turn a failed result into an oq_err on db. A NULL result or a bad
+ * connection is a lost connection whatever the SQLSTATE says.
+ */
+static oq_err fail_from_result(oq_db *db, PGresult *res, const char *what)
+{
+  const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+  const char *prim =
+      res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+  const char *msg = prim ? prim : PQerrorMessage(db->conn);
+  oq_err code = oq__sqlstate_classify(state);
+  if (!res || PQstatus(db->conn) == CONNECTION_BAD) {
+    if (code != OQ_ERR_AMBIGUOUS)
+      code = OQ_ERR_CONN;
+    return oq__db_fail(db, code, state,
+                       "%s: connection to %s lost: %s", what, db->masked,
+                       msg);
+  }
+  return oq__db_fail(db, code, state, "%s: %s", what, msg);
+}
+
+/* Count of rows a command affected (PQcmdTuples), or -1 when unknown. */
+static long affected_rows(PGresult *res)
+{
+  const char *t = PQcmdTuples(res);
+  return (t && *t) ? strtol(t, NULL, 10) : -1;
+}
+
+static oq_err run(oq_db *db, const char *sql, int nparams,
+                  const char *const *params, oq_row_fn fn, void *ud,
+                  long *affected)
+{
+  oq__db_clear(db);
+  if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+    return oq__db_fail(db, OQ_ERR_CONN, NULL,
+                       "not connected to %s; the connection was lost",
+                       db->masked);
+  PGresult *res =
+      PQexecParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+  oq_err e = OQ_OK;
+  ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    e = fail_from_result(db, res, "query failed");
+    goto out;
+  }
+  if (affected)
+    *affected = st == PGRES_TUPLES_OK && affected_rows(res) < 0
+                    ? PQntuples(res)
+                    : affected_rows(res);
+  if (fn) {
+    int nrows = PQntuples(res), ncols = PQnfields(res);
+    const char *vals[64];
+    if (ncols > 64)
+      ncols = 64;
+    for (int r = 0; r < nrows && e == OQ_OK; r++) {
+      for (int c = 0; c < ncols; c++)
+        vals[c] = PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
+      e = fn(ud, ncols, vals);
+    }
+  }
+out:
+  PQclear(res);
+  return e;
+}
+
+oq_err oq_db_exec(oq_db *db, const char *sql, int nparams,
+                  const char *const *params, long *affected)
+{
+  return run(db, sql, nparams, params, NULL, NULL, affected);
+}
+
+oq_err oq_db_query(oq_db *db, const char *sql, int nparams,
+                   const char *const *params, oq_row_fn fn, void *ud)
+{
+  return run(db, sql, nparams, params, fn, ud, NULL);
+}
+
+oq_err oq__db_simple(oq_db *db, const char *sql)
+{
+  oq__db_clear(db);
+  if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+    return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
+                       db->masked);
+  PGresult *res = PQexec(db->conn, sql);
+  oq_err e = OQ_OK;
+  ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+    e = fail_from_result(db, res, "statement failed");
+  PQclear(res);
+  return e;
+}
+
+/* True once the policy says stop re-running after `attempt` restarts. */
+static bool policy_exhausted(const oq_retry_policy *p, int attempt,
+                             uint64_t start_ms)
+{
+  if (p->max_attempts > 0 && attempt > p->max_attempts)
+    return true;
+  if (p->max_total_ms > 0) {
+    uint64_t now = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
+    if (now - start_ms >= (uint64_t)p->max_total_ms)
+      return true;
+  }
+  return false;
+}
+
+static uint64_t policy_now(const oq_retry_policy *p)
+{
+  return p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
+}
+
+oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
+                          const char *const *params, oq_row_fn fn, void *ud,
+                          long *affected)
+{
+  uint64_t start = policy_now(&db->retry);
+  for (int attempt = 1;; attempt++) {
+    oq_err e = run(db, sql, nparams, params, fn, ud, affected);
+    if (e != OQ_ERR_RETRY)
+      return e;
+    if (policy_exhausted(&db->retry, attempt, start))
+      return oq__db_fail(db, OQ_ERR_RETRY, db->sqlstate,
+                         "gave up after %d restarts (SQLSTATE %s): %s",
+                         attempt, db->sqlstate, db->errmsg);
+    db->restarts++;
+    oq__policy_sleep(&db->retry,
+                     oq_backoff_delay_ms(&db->retry, attempt, &db->rng));
+  }
+}
+
+/*
+ * COMMIT through the simple protocol. An aborted transaction "commits" as
+ * ROLLBACK, which is a failure. No answer means the outcome is unknown.
+ */
+static oq_err commit(oq_db *db)
+{
+  PGresult *res = PQexec(db->conn, "COMMIT");
+  ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  oq_err e = OQ_OK;
+  if (st == PGRES_COMMAND_OK) {
+    if (strcmp(PQcmdStatus(res), "ROLLBACK") == 0)
+      e = oq__db_fail(db, OQ_ERR_SQL, NULL,
+                      "COMMIT rolled back: the transaction had failed");
+  } else {
+    e = fail_from_result(db, res, "COMMIT failed");
+    if (e == OQ_ERR_CONN)
+      e = oq__db_fail(db, OQ_ERR_AMBIGUOUS, db->sqlstate,
+                      "COMMIT outcome unknown: %s", db->errmsg);
+  }
+  PQclear(res);
+  return e;
+}
+
+static void rollback_quietly(oq_db *db)
+{
+  if (db->conn && PQstatus(db->conn) == CONNECTION_OK &&
+      PQtransactionStatus(db->conn) != PQTRANS_IDLE) {
+    PGresult *res = PQexec(db->conn, "ROLLBACK");
+    PQclear(res);
+  }
+}
+
+oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud)
+{
+  uint64_t start = policy_now(&db->retry);
+  for (int attempt = 1;; attempt++) {
+    oq_err e = oq__db_simple(db, "BEGIN");
+    if (e != OQ_OK)
+      return e;
+    e = fn(db, ud);
+    if (e == OQ_OK) {
+      e = commit(db);
+      if (e == OQ_OK)
+        return OQ_OK;
+    } else {
+      /* keep fn's error details; ROLLBACK must not overwrite them */
+      bool restart =
+          e == OQ_ERR_RETRY || oq__sqlstate_is_restart(db->sqlstate);
+      rollback_quietly(db);
+      if (!restart)
+        return e;
+      e = OQ_ERR_RETRY;
+    }
+    if (e != OQ_ERR_RETRY)
+      return e;
+    rollback_quietly(db);
+    if (policy_exhausted(&db->retry, attempt, start))
+      return oq__db_fail(db, OQ_ERR_RETRY, db->sqlstate,
+                         "transaction gave up after %d restarts: %s",
+                         attempt, db->errmsg);
+    db->restarts++;
+    oq__policy_sleep(&db->retry,
+                     oq_backoff_delay_ms(&db->retry, attempt, &db->rng));
+  }
+}

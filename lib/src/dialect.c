@@ -1,0 +1,198 @@
+/*
+ * dialect.c: every SQL statement libonceq sends, per engine. Text differs
+ * between PostgreSQL and CockroachDB only where it must (the claim, the
+ * migration lock); everything else is shared text that both engines accept.
+ *
+ * Parameters carry explicit casts so both engines infer the same types.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define ITEM_COLS                                                            \
+  "id::text, queue, payload::text, attempts, max_attempts, priority, "       \
+  "(extract(epoch FROM created_at) * 1000000)::int8, "                       \
+  "(extract(epoch FROM claimed_at) * 1000000)::int8"
+
+#define READY                                                                \
+  "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "           \
+  "AND attempts < max_attempts"
+
+/*
+ * PostgreSQL claim. MATERIALIZED is required: without it the planner may
+ * inline the CTE and evaluate the LIMIT subquery more than once, claiming
+ * more than $3 rows (PostgreSQL docs, "WITH Queries": MATERIALIZED forces
+ * separate evaluation). SKIP LOCKED lets concurrent claimers pass each
+ * other's rows instead of queueing on them.
+ */
+static const char claim_pg[] =
+    "WITH c AS MATERIALIZED ("
+    " SELECT id FROM onceq_items WHERE " READY
+    " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " FOR UPDATE SKIP LOCKED)"
+    " UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"
+    " attempts = i.attempts + 1"
+    " FROM c WHERE i.id = c.id"
+    " RETURNING i.id::text, i.queue, i.payload::text, i.attempts,"
+    " i.max_attempts, i.priority,"
+    " (extract(epoch FROM i.created_at) * 1000000)::int8,"
+    " (extract(epoch FROM i.claimed_at) * 1000000)::int8";
+
+/*
+ * CockroachDB claim: one UPDATE with ORDER BY/LIMIT, sent as an implicit
+ * transaction so the server can retry it itself (CockroachDB docs,
+ * "UPDATE": ORDER BY and LIMIT are supported; "Transactions": automatic
+ * retries of single-statement implicit transactions).
+ */
+static const char claim_crdb[] =
+    "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
+    " attempts = attempts + 1"
+    " WHERE " READY " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " RETURNING " ITEM_COLS;
+
+#define DEAD_COLS                                                            \
+  "id, queue, payload, priority, attempts, max_attempts, unique_key, "       \
+  "last_error, created_at"
+
+static const char *const shared[OQ__SQL__COUNT] = {
+    [OQ__SQL_ACK] = "DELETE FROM onceq_items WHERE id = $1::uuid"
+                    " AND claim = $2::uuid",
+    [OQ__SQL_ACK_HISTORY] =
+        "WITH d AS (DELETE FROM onceq_items WHERE id = $1::uuid"
+        " AND claim = $2::uuid RETURNING id, queue, attempts, created_at)"
+        " INSERT INTO onceq_done (item_id, queue, attempts, session_id,"
+        " result, created_at)"
+        " SELECT id, queue, attempts, $2::uuid, $3::text, created_at FROM d"
+        " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"
+        " session_id = excluded.session_id, result = excluded.result"
+        " RETURNING item_id",
+    [OQ__SQL_ACK_BATCH] =
+        "DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
+        " AND claim = $2::uuid RETURNING id::text",
+    [OQ__SQL_ACK_BATCH_HISTORY] =
+        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
+        " AND claim = $2::uuid RETURNING id, queue, attempts, created_at)"
+        " INSERT INTO onceq_done (item_id, queue, attempts, session_id,"
+        " result, created_at)"
+        " SELECT id, queue, attempts, $2::uuid, NULL, created_at FROM d"
+        " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"
+        " session_id = excluded.session_id"
+        " RETURNING item_id::text",
+    [OQ__SQL_ITEM_CLAIM_OF] =
+        "SELECT claim::text FROM onceq_items WHERE id = $1::uuid",
+    [OQ__SQL_ITEMS_CLAIMED_BY_US] =
+        "SELECT id::text, claim = $2::uuid FROM onceq_items"
+        " WHERE id = ANY($1::uuid[])",
+    [OQ__SQL_FAIL_RETRY] =
+        "UPDATE onceq_items SET claim = NULL, claimed_at = NULL,"
+        " run_at = now() + $3::int8 * interval '1 millisecond',"
+        " last_error = $4::text"
+        " WHERE id = $1::uuid AND claim = $2::uuid"
+        " AND attempts < max_attempts",
+    [OQ__SQL_FAIL_DEAD] =
+        "WITH d AS (DELETE FROM onceq_items WHERE id = $1::uuid"
+        " AND claim = $2::uuid RETURNING " DEAD_COLS ")"
+        " INSERT INTO onceq_dead (" DEAD_COLS ")"
+        " SELECT id, queue, payload, priority, attempts, max_attempts,"
+        " unique_key, $3::text, created_at FROM d",
+    [OQ__SQL_RELEASE] =
+        "UPDATE onceq_items SET claim = NULL, claimed_at = NULL,"
+        " attempts = greatest(attempts - 1, 0)"
+        " WHERE id = ANY($1::uuid[]) AND claim = $2::uuid",
+    [OQ__SQL_ENQUEUE] =
+        "INSERT INTO onceq_items (queue, payload, priority, run_at,"
+        " max_attempts, unique_key)"
+        " VALUES ($1::text, $2::jsonb, $3::int,"
+        " coalesce($4::timestamptz,"
+        " now() + $5::int8 * interval '1 millisecond'), $6::int, $7::text)"
+        " ON CONFLICT (unique_key) DO NOTHING RETURNING id::text",
+    [OQ__SQL_ENQUEUE_FIND_KEY] =
+        "SELECT id::text FROM onceq_items WHERE unique_key = $1::text",
+    [OQ__SQL_SESSION_OPEN] =
+        "INSERT INTO onceq_sessions (expiry, hostname, pid, version, queues)"
+        " VALUES ($1::int8 * interval '1 millisecond', $2::text, $3::int,"
+        " $4::text, $5::text) RETURNING id::text",
+    [OQ__SQL_SESSION_END] = "DELETE FROM onceq_sessions WHERE id = $1::uuid",
+    [OQ__SQL_HEARTBEAT] = "UPDATE onceq_sessions SET heartbeated_at = now()"
+                          " WHERE id = $1::uuid",
+    /* now() is the database's clock: worker clocks never decide expiry */
+    [OQ__SQL_REAP_SESSIONS] = "DELETE FROM onceq_sessions"
+                              " WHERE heartbeated_at + expiry < now()"
+                              " RETURNING id::text",
+    /* matches the onceq_items_exhausted partial index predicate */
+    [OQ__SQL_REAP_EXHAUSTED] =
+        "WITH d AS (DELETE FROM onceq_items"
+        " WHERE claim IS NULL AND attempts >= max_attempts"
+        " RETURNING " DEAD_COLS ")"
+        " INSERT INTO onceq_dead (" DEAD_COLS ")"
+        " SELECT id, queue, payload, priority, attempts, max_attempts,"
+        " unique_key, coalesce(last_error || '; ', '') ||"
+        " 'abandoned: its session expired during attempt ' || attempts,"
+        " created_at FROM d",
+    [OQ__SQL_MIGRATIONS_TABLE] =
+        "CREATE TABLE IF NOT EXISTS onceq_migrations ("
+        " version INT PRIMARY KEY, name TEXT NOT NULL,"
+        " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    [OQ__SQL_MIGRATIONS_VERSION] =
+        "SELECT coalesce(max(version), 0) FROM onceq_migrations",
+    [OQ__SQL_MIGRATIONS_RECORD] =
+        "INSERT INTO onceq_migrations (version, name) VALUES ($1::int,"
+        " $2::text) ON CONFLICT (version) DO NOTHING",
+};
+
+/* Only PostgreSQL has advisory locks; on CockroachDB migrations rely on
+ * idempotent DDL instead. The key is "onceq" in ASCII. */
+static const char migrate_lock_pg[] = "SELECT pg_advisory_lock(465793504625)";
+static const char migrate_unlock_pg[] =
+    "SELECT pg_advisory_unlock(465793504625)";
+
+const char *oq__sql(oq_engine engine, oq__stmt stmt)
+{
+  bool crdb = engine == OQ_ENGINE_COCKROACH;
+  switch (stmt) {
+  case OQ__SQL_CLAIM:
+    return crdb ? claim_crdb : claim_pg;
+  case OQ__SQL_MIGRATE_LOCK:
+    return crdb ? "SELECT 1" : migrate_lock_pg;
+  case OQ__SQL_MIGRATE_UNLOCK:
+    return crdb ? "SELECT 1" : migrate_unlock_pg;
+  default:
+    break;
+  }
+  if ((int)stmt < 0 || stmt >= OQ__SQL__COUNT || !shared[stmt])
+    return "SELECT 'onceq: unknown statement'::int";
+  return shared[stmt];
+}
+
+oq_engine oq__dialect_detect(const char *crdb_version)
+{
+  return (crdb_version && *crdb_version) ? OQ_ENGINE_COCKROACH
+                                         : OQ_ENGINE_POSTGRES;
+}
+
+char *oq__text_array(const char *const *elems, size_t n)
+{
+  size_t len = 3;
+  for (size_t i = 0; i < n; i++)
+    len += 2 * strlen(elems[i]) + 3;
+  char *out = malloc(len);
+  if (!out)
+    return NULL;
+  size_t p = 0;
+  out[p++] = '{';
+  for (size_t i = 0; i < n; i++) {
+    if (i)
+      out[p++] = ',';
+    out[p++] = '"';
+    for (const char *c = elems[i]; *c; c++) {
+      if (*c == '"' || *c == '\\')
+        out[p++] = '\\';
+      out[p++] = *c;
+    }
+    out[p++] = '"';
+  }
+  out[p++] = '}';
+  out[p] = '\0';
+  return out;
+}

@@ -1,0 +1,77 @@
+/*
+ * enqueue.c: a plain INSERT on the caller's connection, inside the caller's
+ * transaction (enqueue.h). A unique key that already exists is not an
+ * error: the existing item's id comes back with OQ_ENQUEUE_DUPLICATE.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static oq_err read_id(void *ud, int ncols, const char *const *vals)
+{
+  char *id = ud;
+  if (ncols > 0 && vals[0])
+    snprintf(id, OQ_UUID_LEN + 1, "%s", vals[0]);
+  return OQ_OK;
+}
+
+oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *o, char *id_out,
+                  oq_enqueue_status *status)
+{
+  static const oq_enqueue_opts none = {0};
+  if (!o)
+    o = &none;
+  id_out[0] = '\0';
+  if (status)
+    *status = OQ_ENQUEUED;
+  if (o->max_attempts < 0)
+    return oq__db_fail(db, OQ_ERR_INVALID, NULL,
+                       "max_attempts must be positive (got %d)",
+                       o->max_attempts);
+  char prio[16], delay[24], maxa[16];
+  snprintf(prio, sizeof prio, "%d", o->priority);
+  snprintf(delay, sizeof delay, "%lld",
+           (long long)(o->delay_ms > 0 ? o->delay_ms : 0));
+  snprintf(maxa, sizeof maxa, "%d",
+           o->max_attempts > 0 ? o->max_attempts : OQ_DEFAULT_MAX_ATTEMPTS);
+  const char *params[7] = {
+      o->queue && *o->queue ? o->queue : OQ_DEFAULT_QUEUE,
+      o->payload ? o->payload : "{}",
+      prio,
+      o->run_at,
+      delay,
+      maxa,
+      o->unique_key};
+  oq_engine eng = oq_db_engine(db);
+  /* If the key's holder is acknowledged between our INSERT and SELECT the
+   * key is free again, so try the insert once more. */
+  for (int round = 0; round < 3; round++) {
+    oq_err e = oq_db_query(db, oq__sql(eng, OQ__SQL_ENQUEUE), 7, params,
+                           read_id, id_out);
+    if (e == OQ_ERR_INVALID)
+      return oq__db_fail(db, e, oq_db_sqlstate(db),
+                         "item rejected (is the payload valid JSON? is "
+                         "run_at a timestamp?): %s",
+                         oq_db_errmsg(db));
+    if (e == OQ_ERR_SQL && strcmp(oq_db_sqlstate(db), "42P01") == 0)
+      return oq__db_fail(db, OQ_ERR_SCHEMA, "42P01",
+                         "onceq_items does not exist; run `onceq migrate "
+                         "--db URL` first");
+    if (e != OQ_OK || id_out[0] || !o->unique_key)
+      return e;
+    const char *key[1] = {o->unique_key};
+    e = oq_db_query(db, oq__sql(eng, OQ__SQL_ENQUEUE_FIND_KEY), 1, key,
+                    read_id, id_out);
+    if (e != OQ_OK)
+      return e;
+    if (id_out[0]) {
+      if (status)
+        *status = OQ_ENQUEUE_DUPLICATE;
+      return OQ_OK;
+    }
+  }
+  return oq__db_fail(db, OQ_ERR_CONFLICT, "23505",
+                     "unique key %s kept changing hands; try again",
+                     o->unique_key);
+}

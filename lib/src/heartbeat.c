@@ -1,0 +1,167 @@
+/*
+ * heartbeat.c: the heartbeat thread (heartbeat.h). Its loop is a small
+ * state machine stepped once per wake-up (at most every 100 ms, so fencing
+ * is noticed promptly and stop() is quick):
+ *
+ *   BEATING   - connected; beats every interval
+ *   OFFLINE   - connection lost; reconnects on each beat time
+ *   DONE      - the session is lost; the thread only waits for stop()
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "waiter.h"
+
+typedef enum hb_state {
+  HB_BEATING, /* connection up */
+  HB_OFFLINE, /* connection down: retry at the next beat */
+  HB_DONE     /* session lost: nothing more to do */
+} hb_state;
+
+struct oq_heartbeat {
+  pthread_t thread;
+  oq__waiter waiter;
+  oq_db *db;               /* owned by the thread while it runs */
+  oq_session *session;
+  oq_session_event_fn cb;
+  void *ud;
+  _Atomic bool paused;     /* fault injection: send nothing */
+  _Atomic uint64_t beats;  /* heartbeats that landed */
+};
+
+static void notify(oq_heartbeat *hb, oq_session_state before)
+{
+  oq_session_state now = oq_session_state_get(hb->session);
+  if (now != before && hb->cb)
+    hb->cb(hb->ud, hb->session, now);
+}
+
+/* One beat. Returns the next loop state. */
+static hb_state beat(oq_heartbeat *hb, hb_state st)
+{
+  const char *sid = oq_session_id(hb->session);
+  if (st == HB_OFFLINE) {
+    if (oq_db_reconnect(hb->db) != OQ_OK)
+      return HB_OFFLINE;
+    OQ_LOG(OQ_LOG_INFO, sid, NULL, "heartbeat reconnected");
+  }
+  const char *params[1] = {sid};
+  long n = -1;
+  uint64_t sent = oq_monotonic_ms();
+  oq_err e = oq__db_query_retry(
+      hb->db, oq__sql(oq_db_engine(hb->db), OQ__SQL_HEARTBEAT), 1, params,
+      NULL, NULL, &n);
+  if (e != OQ_OK) {
+    if (!oq_db_connected(hb->db)) {
+      if (st == HB_BEATING)
+        OQ_LOG(OQ_LOG_WARN, sid, NULL, "heartbeat connection lost: %s",
+               oq_db_errmsg(hb->db));
+      return HB_OFFLINE;
+    }
+    OQ_LOG(OQ_LOG_WARN, sid, NULL, "heartbeat failed: %s",
+           oq_db_errmsg(hb->db));
+    return HB_BEATING;
+  }
+  oq_session_state before = oq_session_state_get(hb->session);
+  if (n == 0) {
+    oq_session_mark(hb->session, OQ_SESSION_LOST);
+    OQ_LOG(OQ_LOG_WARN, sid, NULL,
+           "session lost: its row is gone (reaped); claims were released");
+    notify(hb, before);
+    return HB_DONE;
+  }
+  atomic_fetch_add(&hb->beats, 1);
+  oq_session_mark_ok(hb->session, sent);
+  notify(hb, before);
+  return HB_BEATING;
+}
+
+static void *run(void *arg)
+{
+  oq_heartbeat *hb = arg;
+  hb_state st = HB_BEATING;
+  int interval = oq_session_interval_ms(hb->session);
+  uint64_t next = oq_monotonic_ms() + (uint64_t)interval;
+  for (;;) {
+    uint64_t now = oq_monotonic_ms();
+    oq_session_state before = oq_session_state_get(hb->session);
+    oq_session_check_fence(hb->session, now);
+    notify(hb, before);
+    if (st != HB_DONE && now >= next) {
+      next = now + (uint64_t)interval;
+      if (!atomic_load(&hb->paused))
+        st = beat(hb, st);
+    }
+    int wait = (int)(next > now ? next - now : 0);
+    if (wait > 100)
+      wait = 100;
+    if (oq__waiter_wait_ms(&hb->waiter, wait > 0 ? wait : 1))
+      break;
+  }
+  return NULL;
+}
+
+oq_err oq_heartbeat_start(const oq_db_opts *dbo, oq_session *s,
+                          oq_session_event_fn cb, void *ud,
+                          oq_heartbeat **out, char *errbuf, size_t errlen)
+{
+  *out = NULL;
+  oq_heartbeat *hb = calloc(1, sizeof *hb);
+  if (!hb) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "out of memory");
+    return OQ_ERR_NOMEM;
+  }
+  oq_db_opts o = dbo ? *dbo : (oq_db_opts){0};
+  if (!o.application_name)
+    o.application_name = "onceq-heartbeat";
+  oq_err e = oq_db_open(&o, &hb->db, errbuf, errlen);
+  if (e != OQ_OK) {
+    free(hb);
+    return e;
+  }
+  hb->session = s;
+  hb->cb = cb;
+  hb->ud = ud;
+  if (oq__waiter_init(&hb->waiter) != 0) {
+    oq_db_close(hb->db);
+    free(hb);
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "cannot create heartbeat condition variable");
+    return OQ_ERR_NOMEM;
+  }
+  if (pthread_create(&hb->thread, NULL, run, hb) != 0) {
+    oq__waiter_destroy(&hb->waiter);
+    oq_db_close(hb->db);
+    free(hb);
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "cannot start heartbeat thread");
+    return OQ_ERR_NOMEM;
+  }
+  *out = hb;
+  return OQ_OK;
+}
+
+void oq_heartbeat_stop(oq_heartbeat *hb)
+{
+  if (!hb)
+    return;
+  oq__waiter_stop(&hb->waiter);
+  pthread_join(hb->thread, NULL);
+  oq__waiter_destroy(&hb->waiter);
+  oq_db_close(hb->db);
+  free(hb);
+}
+
+void oq_heartbeat_pause(oq_heartbeat *hb, bool paused)
+{
+  atomic_store(&hb->paused, paused);
+}
+
+uint64_t oq_heartbeat_count(const oq_heartbeat *hb)
+{
+  return atomic_load(&((oq_heartbeat *)hb)->beats);
+}

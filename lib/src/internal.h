@@ -1,0 +1,104 @@
+/*
+ * internal.h: declarations shared between libonceq's modules (oq__ names).
+ * Nothing here is public API; tests that include it are unit tests of
+ * internals.
+ */
+#ifndef ONCEQ_INTERNAL_H
+#define ONCEQ_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onceq/onceq.h"
+
+#define OQ__UNUSED(x) (void)(x)
+
+/* ---- sqlstate.c: the one SQLSTATE classification table ---------------- */
+
+/* The oq_err kind for a SQLSTATE (OQ_ERR_SQL when not special). */
+oq_err oq__sqlstate_classify(const char *sqlstate);
+/* 40001 / 40P01: the transaction may simply be run again. */
+bool oq__sqlstate_is_restart(const char *sqlstate);
+
+/* ---- db.c: error setter and internals other modules use --------------- */
+
+/* The one error setter: records code, SQLSTATE (may be NULL) and a
+ * printf-style message on db, scrubbing the password. Returns code. */
+oq_err oq__db_fail(oq_db *db, oq_err code, const char *sqlstate,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Clear the error state (called at the start of every operation). */
+void oq__db_clear(oq_db *db);
+/* Run a statement through the simple query protocol (BEGIN/ROLLBACK and
+ * migration scripts). */
+oq_err oq__db_simple(oq_db *db, const char *sql);
+/*
+ * Run one statement as its own implicit transaction, re-running it on
+ * 40001/40P01 per the db's retry policy (claim, heartbeat, reap, batch ack
+ * are single statements; on CockroachDB the server retries them too).
+ */
+oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
+                          const char *const *params, oq_row_fn fn, void *ud,
+                          long *affected);
+/* Reconnect with backoff until the policy's total time runs out. */
+oq_err oq__db_reconnect_patiently(oq_db *db);
+/* The db's retry policy and per-connection PRNG state. */
+const oq_retry_policy *oq__db_policy(const oq_db *db);
+uint64_t *oq__db_rng(oq_db *db);
+/* Sleep per the policy's injectable sleep. */
+void oq__policy_sleep(const oq_retry_policy *p, int ms);
+/* Connection options a thread can copy to open its own connection. */
+const oq_db_opts *oq__db_opts(const oq_db *db);
+
+/* ---- dialect.c: all SQL text, per engine ------------------------------ */
+
+typedef enum oq__stmt {
+  OQ__SQL_CLAIM,
+  OQ__SQL_ACK,
+  OQ__SQL_ACK_HISTORY,
+  OQ__SQL_ACK_BATCH,
+  OQ__SQL_ACK_BATCH_HISTORY,
+  OQ__SQL_ITEM_CLAIM_OF,
+  OQ__SQL_ITEMS_CLAIMED_BY_US,
+  OQ__SQL_FAIL_RETRY,
+  OQ__SQL_FAIL_DEAD,
+  OQ__SQL_RELEASE,
+  OQ__SQL_ENQUEUE,
+  OQ__SQL_ENQUEUE_FIND_KEY,
+  OQ__SQL_SESSION_OPEN,
+  OQ__SQL_SESSION_END,
+  OQ__SQL_HEARTBEAT,
+  OQ__SQL_REAP_SESSIONS,
+  OQ__SQL_REAP_EXHAUSTED,
+  OQ__SQL_MIGRATIONS_TABLE,
+  OQ__SQL_MIGRATIONS_VERSION,
+  OQ__SQL_MIGRATIONS_RECORD,
+  OQ__SQL_MIGRATE_LOCK,
+  OQ__SQL_MIGRATE_UNLOCK,
+  OQ__SQL__COUNT
+} oq__stmt;
+
+/* The SQL text of stmt for engine (never NULL). */
+const char *oq__sql(oq_engine engine, oq__stmt stmt);
+/* The engine a server is, from its crdb_version parameter (NULL on PG). */
+oq_engine oq__dialect_detect(const char *crdb_version);
+/* Build a text[] literal {"a","b"} for queues; malloc'd, NULL on OOM. */
+char *oq__text_array(const char *const *elems, size_t n);
+
+/* ---- schema_embed.c (generated) ------------------------------------- */
+#include "schema_embed.h"
+
+/* ---- conninfo.c ------------------------------------------------------ */
+
+/* Replace every occurrence of secret (if at least 1 char) in buf by
+ * "***", in place, truncating to buflen. */
+void oq__scrub(char *buf, size_t buflen, const char *secret);
+/* Flatten a multi-line libpq message into one line, in place. */
+void oq__one_line(char *buf);
+
+/* ---- backoff.c -------------------------------------------------------- */
+uint64_t oq__xorshift64(uint64_t *state);
+uint64_t oq__seed(void);
+
+#endif

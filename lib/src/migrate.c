@@ -1,0 +1,197 @@
+/*
+ * migrate.c: applies the embedded schema versions.
+ *
+ * PostgreSQL: a session advisory lock serialises concurrent runners; then
+ * one READ COMMITTED transaction per run creates onceq_migrations, reads the
+ * applied version and applies what is missing (PostgreSQL DDL is
+ * transactional, so a failed migration leaves nothing half-applied). The
+ * lock is taken before BEGIN so the version read sees the previous
+ * runner's commit even when the database default is SERIALIZABLE.
+ * CockroachDB: no advisory locks, and schema changes inside explicit
+ * transactions are limited, so each statement runs on its own; every
+ * statement is idempotent (IF NOT EXISTS), which makes concurrent runs safe.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int oq_migrate_latest(void)
+{
+  return oq__migration_count;
+}
+
+const char *oq_migrate_name(int version)
+{
+  if (version < 1 || version > oq__migration_count)
+    return NULL;
+  return oq__migrations[version - 1].name;
+}
+
+static oq_err read_int(void *ud, int ncols, const char *const *vals)
+{
+  int *out = ud;
+  *out = (ncols > 0 && vals[0]) ? atoi(vals[0]) : 0;
+  return OQ_OK;
+}
+
+oq_err oq_migrate_status(oq_db *db, int *applied)
+{
+  *applied = 0;
+  oq_err e = oq_db_query(db, oq__sql(oq_db_engine(db),
+                                     OQ__SQL_MIGRATIONS_VERSION),
+                         0, NULL, read_int, applied);
+  if (e != OQ_OK && strcmp(oq_db_sqlstate(db), "42P01") == 0) {
+    *applied = 0; /* undefined_table: nothing applied yet */
+    oq__db_clear(db);
+    return OQ_OK;
+  }
+  return e;
+}
+
+oq_err oq_migrate_check(oq_db *db)
+{
+  int applied = 0;
+  oq_err e = oq_migrate_status(db, &applied);
+  if (e != OQ_OK)
+    return e;
+  if (applied == 0)
+    return oq__db_fail(db, OQ_ERR_SCHEMA, NULL,
+                       "the onceq schema is not installed in %s; run "
+                       "`onceq migrate --db URL` first",
+                       oq_db_masked_conninfo(db));
+  if (applied < oq_migrate_latest())
+    return oq__db_fail(db, OQ_ERR_SCHEMA, NULL,
+                       "the onceq schema in %s is version %d but this "
+                       "build needs %d; run `onceq migrate --db URL`",
+                       oq_db_masked_conninfo(db), applied,
+                       oq_migrate_latest());
+  return OQ_OK;
+}
+
+static oq_err record(oq_db *db, int version)
+{
+  char v[16];
+  snprintf(v, sizeof v, "%d", version);
+  const char *params[2] = {v, oq__migrations[version - 1].name};
+  return oq_db_exec(db,
+                    oq__sql(oq_db_engine(db), OQ__SQL_MIGRATIONS_RECORD), 2,
+                    params, NULL);
+}
+
+/* Run a CockroachDB migration one statement at a time (no function bodies
+ * in those files, so ";" at the end of a line ends a statement). */
+static oq_err run_statements(oq_db *db, const char *script)
+{
+  char *copy = strdup(script);
+  if (!copy)
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  oq_err e = OQ_OK;
+  char *stmt = copy;
+  for (char *p = copy; *p && e == OQ_OK; p++) {
+    if (*p == ';' && (p[1] == '\n' || p[1] == '\0')) {
+      *p = '\0';
+      /* skip statements that are only comments and blank lines */
+      int has_sql = 0;
+      for (char *l = stmt; *l;) {
+        char *nl = strchr(l, '\n');
+        size_t len = nl ? (size_t)(nl - l) : strlen(l);
+        char *t = l;
+        while (t < l + len && (*t == ' ' || *t == '\t'))
+          t++;
+        if (t < l + len && !(t[0] == '-' && t[1] == '-'))
+          has_sql = 1;
+        l = nl ? nl + 1 : l + len;
+      }
+      if (has_sql)
+        e = oq__db_simple(db, stmt);
+      stmt = p + 1;
+    }
+  }
+  free(copy);
+  return e;
+}
+
+static oq_err migrate_crdb(oq_db *db, int *from, int *to)
+{
+  oq_err e = oq__db_simple(db, oq__sql(OQ_ENGINE_COCKROACH,
+                                       OQ__SQL_MIGRATIONS_TABLE));
+  if (e != OQ_OK)
+    return e;
+  int applied = 0;
+  e = oq_migrate_status(db, &applied);
+  if (e != OQ_OK)
+    return e;
+  *from = applied;
+  for (int v = applied + 1; v <= oq__migration_count && e == OQ_OK; v++) {
+    e = run_statements(db, oq__migrations[v - 1].crdb_sql);
+    if (e == OQ_OK)
+      e = record(db, v);
+    if (e == OQ_OK)
+      *to = v;
+  }
+  return e;
+}
+
+static oq_err migrate_pg(oq_db *db, int *from, int *to)
+{
+  oq_err e = oq_db_exec(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_MIGRATE_LOCK),
+                        0, NULL, NULL);
+  if (e != OQ_OK)
+    return e;
+  e = oq__db_simple(db, "BEGIN ISOLATION LEVEL READ COMMITTED");
+  if (e != OQ_OK)
+    goto unlock;
+  e = oq__db_simple(db, oq__sql(OQ_ENGINE_POSTGRES,
+                                OQ__SQL_MIGRATIONS_TABLE));
+  int applied = 0;
+  if (e == OQ_OK)
+    e = oq_migrate_status(db, &applied);
+  *from = applied;
+  *to = applied;
+  for (int v = applied + 1; v <= oq__migration_count && e == OQ_OK; v++) {
+    e = oq__db_simple(db, oq__migrations[v - 1].pg_sql);
+    if (e == OQ_OK)
+      e = record(db, v);
+  }
+  if (e == OQ_OK) {
+    e = oq__db_simple(db, "COMMIT");
+    if (e == OQ_OK)
+      *to = oq__migration_count > applied ? oq__migration_count : applied;
+  } else {
+    char keep[OQ_ERRBUF_SIZE];
+    char state[6];
+    oq_err kept = e;
+    snprintf(keep, sizeof keep, "%s", oq_db_errmsg(db));
+    snprintf(state, sizeof state, "%s", oq_db_sqlstate(db));
+    (void)oq__db_simple(db, "ROLLBACK");
+    e = oq__db_fail(db, kept, state, "migration failed: %s", keep);
+  }
+unlock:
+  if (oq_db_connected(db)) {
+    char keep[OQ_ERRBUF_SIZE];
+    char state[6];
+    snprintf(keep, sizeof keep, "%s", oq_db_errmsg(db));
+    snprintf(state, sizeof state, "%s", oq_db_sqlstate(db));
+    oq_err ue = oq_db_exec(
+        db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_MIGRATE_UNLOCK), 0, NULL, NULL);
+    if (ue != OQ_OK && e == OQ_OK)
+      e = ue;
+    if (e != OQ_OK)
+      oq__db_fail(db, e, state, "%s", keep);
+  }
+  return e;
+}
+
+oq_err oq_migrate_run(oq_db *db, int *from, int *to)
+{
+  int f = 0, t = 0;
+  oq_err e = oq_db_engine(db) == OQ_ENGINE_COCKROACH ? migrate_crdb(db, &f, &t)
+                                                     : migrate_pg(db, &f, &t);
+  if (from)
+    *from = f;
+  if (to)
+    *to = e == OQ_OK ? (t > f ? t : f) : t;
+  return e;
+}
