@@ -27,6 +27,25 @@ static const char usage[] =
     "                       libpq's PG* variables)\n"
     "  --help, --version\n";
 
+/*
+ * Overwrite a --db argument in place with its masked form so the password
+ * does not show in `ps` (the kernel exposes argv as we leave it).
+ */
+static void hide_password(char *arg)
+{
+  char masked[1024];
+  oq_conninfo_mask(arg, masked, sizeof masked);
+  size_t len = strlen(arg);
+  if (strcmp(masked, arg) == 0)
+    return;
+  if (strlen(masked) <= len) {
+    memcpy(arg, masked, strlen(masked));
+    memset(arg + strlen(masked), ' ', len - strlen(masked));
+  } else {
+    memset(arg, '*', len);
+  }
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
   fprintf(stderr, "onceq: ");
@@ -74,9 +93,9 @@ static int cmd_migrate(oq_db *db, int status_only)
   return 0;
 }
 
-int main(int argc, char **argv)
+static int cli(int argc, char **argv, char **dburl_copy)
 {
-  const char *dburl = NULL;
+  char *dburl = NULL; /* a copy: argv is overwritten to hide passwords */
   const char *cmd = NULL;
   int status_only = 0;
   for (int i = 1; i < argc; i++) {
@@ -90,9 +109,13 @@ int main(int argc, char **argv)
     } else if (strcmp(a, "--db") == 0) {
       if (i + 1 >= argc)
         return usage_error("%s needs a value (a database URL)", a);
-      dburl = argv[++i];
+      free(dburl);
+      dburl = *dburl_copy = strdup(argv[++i]);
+      hide_password(argv[i]);
     } else if (strncmp(a, "--db=", 5) == 0) {
-      dburl = a + 5;
+      free(dburl);
+      dburl = *dburl_copy = strdup(a + 5);
+      hide_password(argv[i] + 5);
     } else if (strcmp(a, "--status") == 0 && cmd &&
                strcmp(cmd, "migrate") == 0) {
       status_only = 1;
@@ -119,5 +142,13 @@ int main(int argc, char **argv)
   }
   int rc = cmd_migrate(db, status_only);
   oq_db_close(db);
+  return rc;
+}
+
+int main(int argc, char **argv)
+{
+  char *dburl = NULL;
+  int rc = cli(argc, argv, &dburl);
+  free(dburl);
   return rc;
 }

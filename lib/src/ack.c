@@ -51,8 +51,7 @@ static oq_err ack_tx(oq_db *db, void *arg)
                    params, &n);
   } else {
     const char *params[2] = {c->item->id, sid};
-    e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK), 2, params,
-                   &n);
+    e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK), 2, params, &n);
   }
   if (e != OQ_OK)
     return e;
@@ -81,9 +80,8 @@ static bool out_of_time(const oq_retry_policy *p, uint64_t start)
   return p->max_total_ms > 0 && now - start >= (uint64_t)p->max_total_ms;
 }
 
-oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item,
-              oq_ack_fn fn, void *ud, const oq_ack_opts *opts,
-              bool *reconciled)
+oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item, oq_ack_fn fn,
+              void *ud, const oq_ack_opts *opts, bool *reconciled)
 {
   ack_ctx c = {s, item, fn, ud, opts};
   const char *sid = oq_session_id(s);
@@ -102,8 +100,8 @@ oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item,
     if (ambiguous) {
       claim_of co = {0};
       const char *params[1] = {item->id};
-      e = oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_ITEM_CLAIM_OF),
-                      1, params, read_claim, &co);
+      e = oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_ITEM_CLAIM_OF), 1,
+                      params, read_claim, &co);
       if (e == OQ_ERR_CONN || e == OQ_ERR_RETRY)
         goto again;
       if (e != OQ_OK)
@@ -163,8 +161,8 @@ static char *id_array(const char *const *ids, size_t n)
 typedef struct batch_acc {
   const char *const *ids;
   size_t n;
-  bool *flags;  /* acked[] or "still ours"[] */
-  bool *seen;   /* present in the table (reconciliation only) */
+  bool *flags; /* acked[] or "still ours"[] */
+  bool *seen;  /* present in the table (reconciliation only) */
 } batch_acc;
 
 static long find_id(const batch_acc *a, const char *id)
@@ -204,8 +202,8 @@ static oq_err batch_delete(oq_db *db, const oq_session *s,
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   const char *params[2] = {arr, oq_session_id(s)};
   batch_acc a = {ids, n, acked, NULL};
-  oq__stmt st = opts && opts->history ? OQ__SQL_ACK_BATCH_HISTORY
-                                      : OQ__SQL_ACK_BATCH;
+  oq__stmt st =
+      opts && opts->history ? OQ__SQL_ACK_BATCH_HISTORY : OQ__SQL_ACK_BATCH;
   oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), st), 2, params,
                                 mark_acked, &a, NULL);
   free(arr);
@@ -238,9 +236,9 @@ static oq_err batch_reconcile(oq_db *db, const oq_session *s,
   }
   const char *params[2] = {arr, oq_session_id(s)};
   batch_acc a = {ids, n, ours, seen};
-  e = oq__db_query_retry(
-      db, oq__sql(oq_db_engine(db), OQ__SQL_ITEMS_CLAIMED_BY_US), 2, params,
-      mark_present, &a, NULL);
+  e = oq__db_query_retry(db,
+                         oq__sql(oq_db_engine(db), OQ__SQL_ITEMS_CLAIMED_BY_US),
+                         2, params, mark_present, &a, NULL);
   if (e != OQ_OK)
     goto out;
   size_t m = 0;
@@ -318,16 +316,15 @@ oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
   const char *retry[4] = {item->id, sid, delay, err};
   long n = 0;
   oq_engine eng = oq_db_engine(db);
-  oq_err e = oq__db_query_retry(db, oq__sql(eng, OQ__SQL_FAIL_RETRY), 4,
-                                retry, NULL, NULL, &n);
+  oq_err e = oq__db_query_retry(db, oq__sql(eng, OQ__SQL_FAIL_RETRY), 4, retry,
+                                NULL, NULL, &n);
   if (e != OQ_OK)
     return e;
   if (n == 1) {
     if (outcome)
       *outcome = OQ_FAIL_RETRY;
-    OQ_LOG(OQ_LOG_INFO, sid, item->id,
-           "attempt %d failed, retry in %d ms: %s", item->attempt, delay_ms,
-           err);
+    OQ_LOG(OQ_LOG_INFO, sid, item->id, "attempt %d failed, retry in %d ms: %s",
+           item->attempt, delay_ms, err);
     return OQ_OK;
   }
   const char *dead[3] = {item->id, sid, err};
@@ -357,8 +354,7 @@ oq_err oq_release(oq_db *db, const oq_session *s, const char *const *ids,
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   const char *params[2] = {arr, oq_session_id(s)};
   long k = 0;
-  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db),
-                                            OQ__SQL_RELEASE),
+  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_RELEASE),
                                 2, params, NULL, NULL, &k);
   free(arr);
   if (e == OQ_OK && nreleased)

@@ -78,8 +78,8 @@ oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
   char lim[16];
   snprintf(lim, sizeof lim, "%d", max);
   const char *params[3] = {oq_session_id(s), qarr, lim};
-  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM),
-                                3, params, add_row, &acc, NULL);
+  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM), 3,
+                                params, add_row, &acc, NULL);
   free(qarr);
   if (e == OQ_ERR_SQL && strcmp(oq_db_sqlstate(db), "23503") == 0)
     /* foreign_key_violation: our session row is gone */
@@ -89,8 +89,7 @@ oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
                     oq_session_id(s));
   if (e != OQ_OK) {
     oq_items_free(acc.items, acc.n);
-    return acc.nomem ? oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory")
-                     : e;
+    return acc.nomem ? oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory") : e;
   }
   if (acc.n == 0) {
     free(acc.items);

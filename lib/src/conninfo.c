@@ -21,8 +21,7 @@ const char *oq_conninfo_from_env(void)
 }
 
 /* Append n bytes of s to out (bounded), keeping it NUL-terminated. */
-static void put(char *out, size_t outlen, size_t *pos, const char *s,
-                size_t n)
+static void put(char *out, size_t outlen, size_t *pos, const char *s, size_t n)
 {
   for (size_t i = 0; i < n && *pos + 1 < outlen; i++)
     out[(*pos)++] = s[i];

@@ -18,8 +18,8 @@
 struct oq_db {
   PGconn *conn;
   oq_engine engine;
-  oq_db_opts opts;       /* copies of the strings below */
-  char *conninfo;        /* as given; may hold a password; never printed */
+  oq_db_opts opts; /* copies of the strings below */
+  char *conninfo;  /* as given; may hold a password; never printed */
   char *app_name;
   char *password;        /* from the conninfo, for scrubbing; may be NULL */
   char masked[1024];     /* conninfo with the password as *** */
@@ -51,12 +51,18 @@ static void format_msg(char *buf, size_t len, const char *password,
 oq_err oq__db_fail(oq_db *db, oq_err code, const char *sqlstate,
                    const char *fmt, ...)
 {
+  /* Callers may pass db's own errmsg/sqlstate as arguments (wrapping an
+   * error), so format into locals first. */
   va_list ap;
-  db->last = code;
-  snprintf(db->sqlstate, sizeof db->sqlstate, "%s", sqlstate ? sqlstate : "");
+  char msg[OQ_ERRBUF_SIZE];
+  char state[6];
+  snprintf(state, sizeof state, "%s", sqlstate ? sqlstate : "");
   va_start(ap, fmt);
-  format_msg(db->errmsg, sizeof db->errmsg, db->password, fmt, ap);
+  format_msg(msg, sizeof msg, db->password, fmt, ap);
   va_end(ap);
+  db->last = code;
+  memcpy(db->sqlstate, state, sizeof state);
+  memcpy(db->errmsg, msg, sizeof msg);
   return code;
 }
 
@@ -205,8 +211,8 @@ static oq_err connect_now(oq_db *db)
       fix = "create the database or fix the name in --db / "
             "ONCEQ_DATABASE_URL";
     }
-    oq__db_fail(db, code, NULL, "cannot connect to %s: %s; %s", db->masked,
-                m, fix);
+    oq__db_fail(db, code, NULL, "cannot connect to %s: %s; %s", db->masked, m,
+                fix);
     PQfinish(db->conn);
     db->conn = NULL;
     return code;
@@ -230,9 +236,8 @@ oq_err oq_db_open(const oq_db_opts *opts, oq_db **out, char *errbuf,
                        ? opts->conninfo
                        : oq_conninfo_from_env();
   db->conninfo = dupstr(ci);
-  db->app_name = dupstr(opts && opts->application_name
-                            ? opts->application_name
-                            : "onceq");
+  db->app_name =
+      dupstr(opts && opts->application_name ? opts->application_name : "onceq");
   if (opts)
     db->opts = *opts;
   db->opts.conninfo = db->conninfo;
@@ -241,6 +246,9 @@ oq_err oq_db_open(const oq_db_opts *opts, oq_db **out, char *errbuf,
   db->opts.retry = NULL; /* copies made from opts get the default */
   db->rng = oq__seed();
   oq_conninfo_mask(db->conninfo, db->masked, sizeof db->masked);
+  if (!db->masked[0])
+    snprintf(db->masked, sizeof db->masked,
+             "the default database (libpq PGHOST/PGPORT/PGDATABASE)");
   if (!db->conninfo || !db->app_name) {
     oq_db_close(db);
     if (errbuf && errlen)
@@ -282,15 +290,15 @@ oq_err oq_db_reconnect(oq_db *db)
 
 oq_err oq__db_reconnect_patiently(oq_db *db)
 {
-  uint64_t start = db->retry.now_ms ? db->retry.now_ms(db->retry.ctx)
-                                    : oq_monotonic_ms();
+  uint64_t start =
+      db->retry.now_ms ? db->retry.now_ms(db->retry.ctx) : oq_monotonic_ms();
   for (int attempt = 1;; attempt++) {
     oq_err e = oq_db_reconnect(db);
     if (e == OQ_OK || e == OQ_ERR_AUTH || e == OQ_ERR_CONFIG ||
         e == OQ_ERR_NOMEM)
       return e;
-    uint64_t now = db->retry.now_ms ? db->retry.now_ms(db->retry.ctx)
-                                    : oq_monotonic_ms();
+    uint64_t now =
+        db->retry.now_ms ? db->retry.now_ms(db->retry.ctx) : oq_monotonic_ms();
     if (db->retry.max_total_ms > 0 &&
         now - start >= (uint64_t)db->retry.max_total_ms)
       return e;
@@ -313,9 +321,8 @@ static oq_err fail_from_result(oq_db *db, PGresult *res, const char *what)
   if (!res || PQstatus(db->conn) == CONNECTION_BAD) {
     if (code != OQ_ERR_AMBIGUOUS)
       code = OQ_ERR_CONN;
-    return oq__db_fail(db, code, state,
-                       "%s: connection to %s lost: %s", what, db->masked,
-                       msg);
+    return oq__db_fail(db, code, state, "%s: connection to %s lost: %s", what,
+                       db->masked, msg);
   }
   return oq__db_fail(db, code, state, "%s: %s", what, msg);
 }
@@ -421,8 +428,8 @@ oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
       return e;
     if (policy_exhausted(&db->retry, attempt, start))
       return oq__db_fail(db, OQ_ERR_RETRY, db->sqlstate,
-                         "gave up after %d restarts (SQLSTATE %s): %s",
-                         attempt, db->sqlstate, db->errmsg);
+                         "gave up after %d restarts (SQLSTATE %s): %s", attempt,
+                         db->sqlstate, db->errmsg);
     db->restarts++;
     oq__policy_sleep(&db->retry,
                      oq_backoff_delay_ms(&db->retry, attempt, &db->rng));
@@ -475,8 +482,7 @@ oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud)
         return OQ_OK;
     } else {
       /* keep fn's error details; ROLLBACK must not overwrite them */
-      bool restart =
-          e == OQ_ERR_RETRY || oq__sqlstate_is_restart(db->sqlstate);
+      bool restart = e == OQ_ERR_RETRY || oq__sqlstate_is_restart(db->sqlstate);
       rollback_quietly(db);
       if (!restart)
         return e;
@@ -487,8 +493,8 @@ oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud)
     rollback_quietly(db);
     if (policy_exhausted(&db->retry, attempt, start))
       return oq__db_fail(db, OQ_ERR_RETRY, db->sqlstate,
-                         "transaction gave up after %d restarts: %s",
-                         attempt, db->errmsg);
+                         "transaction gave up after %d restarts: %s", attempt,
+                         db->errmsg);
     db->restarts++;
     oq__policy_sleep(&db->retry,
                      oq_backoff_delay_ms(&db->retry, attempt, &db->rng));

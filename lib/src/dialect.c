@@ -10,13 +10,13 @@
 
 #include "internal.h"
 
-#define ITEM_COLS                                                            \
-  "id::text, queue, payload::text, attempts, max_attempts, priority, "       \
-  "(extract(epoch FROM created_at) * 1000000)::int8, "                       \
+#define ITEM_COLS                                                              \
+  "id::text, queue, payload::text, attempts, max_attempts, priority, "         \
+  "(extract(epoch FROM created_at) * 1000000)::int8, "                         \
   "(extract(epoch FROM claimed_at) * 1000000)::int8"
 
-#define READY                                                                \
-  "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "           \
+#define READY                                                                  \
+  "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "             \
   "AND attempts < max_attempts"
 
 /*
@@ -51,8 +51,8 @@ static const char claim_crdb[] =
     " WHERE " READY " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
-#define DEAD_COLS                                                            \
-  "id, queue, payload, priority, attempts, max_attempts, unique_key, "       \
+#define DEAD_COLS                                                              \
+  "id, queue, payload, priority, attempts, max_attempts, unique_key, "         \
   "last_error, created_at"
 
 static const char *const shared[OQ__SQL__COUNT] = {
@@ -67,9 +67,8 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"
         " session_id = excluded.session_id, result = excluded.result"
         " RETURNING item_id",
-    [OQ__SQL_ACK_BATCH] =
-        "DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-        " AND claim = $2::uuid RETURNING id::text",
+    [OQ__SQL_ACK_BATCH] = "DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
+                          " AND claim = $2::uuid RETURNING id::text",
     [OQ__SQL_ACK_BATCH_HISTORY] =
         "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
         " AND claim = $2::uuid RETURNING id, queue, attempts, created_at)"

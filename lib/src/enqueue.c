@@ -35,14 +35,13 @@ oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *o, char *id_out,
            (long long)(o->delay_ms > 0 ? o->delay_ms : 0));
   snprintf(maxa, sizeof maxa, "%d",
            o->max_attempts > 0 ? o->max_attempts : OQ_DEFAULT_MAX_ATTEMPTS);
-  const char *params[7] = {
-      o->queue && *o->queue ? o->queue : OQ_DEFAULT_QUEUE,
-      o->payload ? o->payload : "{}",
-      prio,
-      o->run_at,
-      delay,
-      maxa,
-      o->unique_key};
+  const char *params[7] = {o->queue && *o->queue ? o->queue : OQ_DEFAULT_QUEUE,
+                           o->payload ? o->payload : "{}",
+                           prio,
+                           o->run_at,
+                           delay,
+                           maxa,
+                           o->unique_key};
   oq_engine eng = oq_db_engine(db);
   /* If the key's holder is acknowledged between our INSERT and SELECT the
    * key is free again, so try the insert once more. */
@@ -61,8 +60,8 @@ oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *o, char *id_out,
     if (e != OQ_OK || id_out[0] || !o->unique_key)
       return e;
     const char *key[1] = {o->unique_key};
-    e = oq_db_query(db, oq__sql(eng, OQ__SQL_ENQUEUE_FIND_KEY), 1, key,
-                    read_id, id_out);
+    e = oq_db_query(db, oq__sql(eng, OQ__SQL_ENQUEUE_FIND_KEY), 1, key, read_id,
+                    id_out);
     if (e != OQ_OK)
       return e;
     if (id_out[0]) {

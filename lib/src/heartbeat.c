@@ -24,12 +24,12 @@ typedef enum hb_state {
 struct oq_heartbeat {
   pthread_t thread;
   oq__waiter waiter;
-  oq_db *db;               /* owned by the thread while it runs */
+  oq_db *db; /* owned by the thread while it runs */
   oq_session *session;
   oq_session_event_fn cb;
   void *ud;
-  _Atomic bool paused;     /* fault injection: send nothing */
-  _Atomic uint64_t beats;  /* heartbeats that landed */
+  _Atomic bool paused;    /* fault injection: send nothing */
+  _Atomic uint64_t beats; /* heartbeats that landed */
 };
 
 static void notify(oq_heartbeat *hb, oq_session_state before)
@@ -52,8 +52,8 @@ static hb_state beat(oq_heartbeat *hb, hb_state st)
   long n = -1;
   uint64_t sent = oq_monotonic_ms();
   oq_err e = oq__db_query_retry(
-      hb->db, oq__sql(oq_db_engine(hb->db), OQ__SQL_HEARTBEAT), 1, params,
-      NULL, NULL, &n);
+      hb->db, oq__sql(oq_db_engine(hb->db), OQ__SQL_HEARTBEAT), 1, params, NULL,
+      NULL, &n);
   if (e != OQ_OK) {
     if (!oq_db_connected(hb->db)) {
       if (st == HB_BEATING)
@@ -105,8 +105,8 @@ static void *run(void *arg)
 }
 
 oq_err oq_heartbeat_start(const oq_db_opts *dbo, oq_session *s,
-                          oq_session_event_fn cb, void *ud,
-                          oq_heartbeat **out, char *errbuf, size_t errlen)
+                          oq_session_event_fn cb, void *ud, oq_heartbeat **out,
+                          char *errbuf, size_t errlen)
 {
   *out = NULL;
   oq_heartbeat *hb = calloc(1, sizeof *hb);

@@ -39,9 +39,9 @@ static oq_err read_int(void *ud, int ncols, const char *const *vals)
 oq_err oq_migrate_status(oq_db *db, int *applied)
 {
   *applied = 0;
-  oq_err e = oq_db_query(db, oq__sql(oq_db_engine(db),
-                                     OQ__SQL_MIGRATIONS_VERSION),
-                         0, NULL, read_int, applied);
+  oq_err e =
+      oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_MIGRATIONS_VERSION), 0,
+                  NULL, read_int, applied);
   if (e != OQ_OK && strcmp(oq_db_sqlstate(db), "42P01") == 0) {
     *applied = 0; /* undefined_table: nothing applied yet */
     oq__db_clear(db);
@@ -65,8 +65,7 @@ oq_err oq_migrate_check(oq_db *db)
     return oq__db_fail(db, OQ_ERR_SCHEMA, NULL,
                        "the onceq schema in %s is version %d but this "
                        "build needs %d; run `onceq migrate --db URL`",
-                       oq_db_masked_conninfo(db), applied,
-                       oq_migrate_latest());
+                       oq_db_masked_conninfo(db), applied, oq_migrate_latest());
   return OQ_OK;
 }
 
@@ -75,8 +74,7 @@ static oq_err record(oq_db *db, int version)
   char v[16];
   snprintf(v, sizeof v, "%d", version);
   const char *params[2] = {v, oq__migrations[version - 1].name};
-  return oq_db_exec(db,
-                    oq__sql(oq_db_engine(db), OQ__SQL_MIGRATIONS_RECORD), 2,
+  return oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_MIGRATIONS_RECORD), 2,
                     params, NULL);
 }
 
@@ -115,8 +113,8 @@ static oq_err run_statements(oq_db *db, const char *script)
 
 static oq_err migrate_crdb(oq_db *db, int *from, int *to)
 {
-  oq_err e = oq__db_simple(db, oq__sql(OQ_ENGINE_COCKROACH,
-                                       OQ__SQL_MIGRATIONS_TABLE));
+  oq_err e =
+      oq__db_simple(db, oq__sql(OQ_ENGINE_COCKROACH, OQ__SQL_MIGRATIONS_TABLE));
   if (e != OQ_OK)
     return e;
   int applied = 0;
@@ -143,8 +141,7 @@ static oq_err migrate_pg(oq_db *db, int *from, int *to)
   e = oq__db_simple(db, "BEGIN ISOLATION LEVEL READ COMMITTED");
   if (e != OQ_OK)
     goto unlock;
-  e = oq__db_simple(db, oq__sql(OQ_ENGINE_POSTGRES,
-                                OQ__SQL_MIGRATIONS_TABLE));
+  e = oq__db_simple(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_MIGRATIONS_TABLE));
   int applied = 0;
   if (e == OQ_OK)
     e = oq_migrate_status(db, &applied);

@@ -23,13 +23,13 @@ oq_err oq_reap(oq_db *db, int *sessions, int *dead)
 {
   int ns = 0;
   long nd = 0;
-  oq_err e = oq__db_query_retry(
-      db, oq__sql(oq_db_engine(db), OQ__SQL_REAP_SESSIONS), 0, NULL,
-      count_row, &ns, NULL);
+  oq_err e =
+      oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_REAP_SESSIONS),
+                         0, NULL, count_row, &ns, NULL);
   if (e == OQ_OK)
     e = oq__db_query_retry(db,
-                           oq__sql(oq_db_engine(db), OQ__SQL_REAP_EXHAUSTED),
-                           0, NULL, NULL, NULL, &nd);
+                           oq__sql(oq_db_engine(db), OQ__SQL_REAP_EXHAUSTED), 0,
+                           NULL, NULL, NULL, &nd);
   if (e == OQ_OK && nd > 0)
     OQ_LOG(OQ_LOG_WARN, NULL, NULL,
            "%ld abandoned item(s) out of attempts moved to onceq_dead", nd);
@@ -54,9 +54,9 @@ static void *run(void *arg)
   bool offline = false;
   for (;;) {
     int spread = r->interval_ms / 2;
-    int wait = r->interval_ms - spread / 2 +
-               (spread > 0 ? (int)(oq__xorshift64(&rng) % (uint64_t)spread)
-                           : 0);
+    int wait =
+        r->interval_ms - spread / 2 +
+        (spread > 0 ? (int)(oq__xorshift64(&rng) % (uint64_t)spread) : 0);
     if (oq__waiter_wait_ms(&r->waiter, wait))
       break;
     if (offline && oq_db_reconnect(r->db) != OQ_OK)
@@ -68,8 +68,8 @@ static void *run(void *arg)
   return NULL;
 }
 
-oq_err oq_reaper_start(const oq_db_opts *dbo, int interval_ms,
-                       oq_reaper **out, char *errbuf, size_t errlen)
+oq_err oq_reaper_start(const oq_db_opts *dbo, int interval_ms, oq_reaper **out,
+                       char *errbuf, size_t errlen)
 {
   *out = NULL;
   if (interval_ms <= 0) {

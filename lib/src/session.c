@@ -18,17 +18,17 @@
 
 struct oq_session {
   char id[OQ_UUID_LEN + 1];
-  int interval_ms;              /* heartbeat period */
-  int expiry_ms;                /* stored on the row */
-  _Atomic int state;            /* oq_session_state */
-  _Atomic uint64_t last_ok_ms;  /* monotonic send time of last good beat */
+  int interval_ms;             /* heartbeat period */
+  int expiry_ms;               /* stored on the row */
+  _Atomic int state;           /* oq_session_state */
+  _Atomic uint64_t last_ok_ms; /* monotonic send time of last good beat */
 };
 
 static void apply_defaults(const oq_session_opts *in, int *interval,
                            int *expiry)
 {
-  *interval = in && in->heartbeat_interval_ms ? in->heartbeat_interval_ms
-                                              : 1000;
+  *interval =
+      in && in->heartbeat_interval_ms ? in->heartbeat_interval_ms : 1000;
   *expiry = in && in->expiry_ms ? in->expiry_ms : 5000;
 }
 
@@ -69,8 +69,7 @@ static oq_err read_id(void *ud, int ncols, const char *const *vals)
   return OQ_OK;
 }
 
-oq_err oq_session_open(oq_db *db, const oq_session_opts *opts,
-                       oq_session **out)
+oq_err oq_session_open(oq_db *db, const oq_session_opts *opts, oq_session **out)
 {
   *out = NULL;
   char err[OQ_ERRBUF_SIZE];
@@ -87,13 +86,12 @@ oq_err oq_session_open(oq_db *db, const oq_session_opts *opts,
   snprintf(expiry, sizeof expiry, "%d", s->expiry_ms);
   snprintf(pid, sizeof pid, "%d", (int)getpid());
   gethostname(host, sizeof host - 1);
-  const char *params[5] = {
-      expiry, host, pid,
-      opts && opts->version ? opts->version : oq_version(),
-      opts && opts->queues ? opts->queues : ""};
+  const char *params[5] = {expiry, host, pid,
+                           opts && opts->version ? opts->version : oq_version(),
+                           opts && opts->queues ? opts->queues : ""};
   uint64_t sent = oq_monotonic_ms();
-  e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_SESSION_OPEN),
-                         5, params, read_id, s->id, NULL);
+  e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_SESSION_OPEN), 5,
+                         params, read_id, s->id, NULL);
   if (e != OQ_OK || !s->id[0]) {
     free(s);
     return e != OQ_OK ? e
@@ -103,8 +101,8 @@ oq_err oq_session_open(oq_db *db, const oq_session_opts *opts,
   atomic_store(&s->state, OQ_SESSION_LIVE);
   atomic_store(&s->last_ok_ms, sent);
   OQ_LOG(OQ_LOG_INFO, s->id, NULL,
-         "session registered (heartbeat %d ms, expiry %d ms)",
-         s->interval_ms, s->expiry_ms);
+         "session registered (heartbeat %d ms, expiry %d ms)", s->interval_ms,
+         s->expiry_ms);
   *out = s;
   return OQ_OK;
 }
@@ -112,9 +110,9 @@ oq_err oq_session_open(oq_db *db, const oq_session_opts *opts,
 oq_err oq_session_end(oq_db *db, oq_session *s)
 {
   const char *params[1] = {s->id};
-  oq_err e = oq__db_query_retry(
-      db, oq__sql(oq_db_engine(db), OQ__SQL_SESSION_END), 1, params, NULL,
-      NULL, NULL);
+  oq_err e =
+      oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_SESSION_END), 1,
+                         params, NULL, NULL, NULL);
   if (e == OQ_OK) {
     oq_session_mark(s, OQ_SESSION_LOST);
     OQ_LOG(OQ_LOG_INFO, s->id, NULL, "session ended; claims released");

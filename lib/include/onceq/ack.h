@@ -6,8 +6,8 @@
  *
  *   BEGIN;
  *     -- the handler's own writes (oq_ack_fn)
- *     DELETE FROM onceq_items WHERE id = $1 AND claim = $2;  -- 1 row or ROLLBACK
- *   COMMIT;
+ *     DELETE FROM onceq_items WHERE id = $1 AND claim = $2;  -- 1 row or
+ * ROLLBACK COMMIT;
  *
  * Of all the transactions that try to acknowledge an item, at most one
  * commits. An ambiguous commit is reconciled from the database, never re-run
@@ -55,9 +55,9 @@ typedef struct oq_ack_opts {
  * *reconciled (may be NULL) is set true when the verdict came from
  * reconciling an ambiguous commit.
  */
-OQ_MUST_CHECK oq_err oq_ack(oq_db *db, const oq_session *s,
-                            const oq_item *item, oq_ack_fn fn, void *ud,
-                            const oq_ack_opts *opts, bool *reconciled);
+OQ_MUST_CHECK oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item,
+                            oq_ack_fn fn, void *ud, const oq_ack_opts *opts,
+                            bool *reconciled);
 
 /*
  * Acknowledge many items whose handlers wrote nothing in the database, in
@@ -66,9 +66,8 @@ OQ_MUST_CHECK oq_err oq_ack(oq_db *db, const oq_session *s,
  * others were lost. *nacked (may be NULL) gets the count.
  */
 OQ_MUST_CHECK oq_err oq_ack_batch(oq_db *db, const oq_session *s,
-                                  const char *const *ids, size_t n,
-                                  bool *acked, size_t *nacked,
-                                  const oq_ack_opts *opts);
+                                  const char *const *ids, size_t n, bool *acked,
+                                  size_t *nacked, const oq_ack_opts *opts);
 
 typedef enum oq_fail_outcome {
   OQ_FAIL_RETRY = 0, /* released; runs again at now() + backoff */

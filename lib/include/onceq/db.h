@@ -44,8 +44,8 @@ typedef struct oq_db_opts {
    * libpq's own defaults (PGHOST, PGUSER, ...). */
   const char *conninfo;
   const char *application_name; /* NULL: "onceq" */
-  int connect_timeout_s;         /* 0: 5 */
-  const oq_retry_policy *retry;  /* restarts/reconnects; NULL: tx default */
+  int connect_timeout_s;        /* 0: 5 */
+  const oq_retry_policy *retry; /* restarts/reconnects; NULL: tx default */
 } oq_db_opts;
 
 /*

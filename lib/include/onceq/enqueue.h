@@ -32,7 +32,7 @@ typedef struct oq_enqueue_opts {
 } oq_enqueue_opts;
 
 typedef enum oq_enqueue_status {
-  OQ_ENQUEUED = 0,        /* a new item was inserted */
+  OQ_ENQUEUED = 0,         /* a new item was inserted */
   OQ_ENQUEUE_DUPLICATE = 1 /* unique_key exists: id is the existing item */
 } oq_enqueue_status;
 

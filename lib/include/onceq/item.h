@@ -26,13 +26,13 @@ extern "C" {
 
 typedef struct oq_item {
   char id[OQ_UUID_LEN + 1];
-  char *queue;             /* owned by the array */
-  char *payload;           /* JSON text, owned by the array */
-  int attempt;             /* this run's number, 1-based */
-  int max_attempts;        /* dead-lettered when a failure hits this */
-  int priority;            /* higher runs first */
-  int64_t enqueued_at_us;  /* created_at, microseconds since the epoch */
-  int64_t claimed_at_us;   /* claimed_at, microseconds since the epoch */
+  char *queue;            /* owned by the array */
+  char *payload;          /* JSON text, owned by the array */
+  int attempt;            /* this run's number, 1-based */
+  int max_attempts;       /* dead-lettered when a failure hits this */
+  int priority;           /* higher runs first */
+  int64_t enqueued_at_us; /* created_at, microseconds since the epoch */
+  int64_t claimed_at_us;  /* claimed_at, microseconds since the epoch */
 } oq_item;
 
 /*

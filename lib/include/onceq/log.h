@@ -38,14 +38,13 @@ const char *oq_log_level_name(oq_log_level level);
 /* Log one line (printf-style). Use through OQ_LOG so the level is checked
  * before the arguments are formatted. */
 void oq_log_write(oq_log_level level, const char *session, const char *item,
-                  const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 int oq_log_enabled(oq_log_level level);
 
-#define OQ_LOG(level, session, item, ...)                                    \
-  do {                                                                       \
-    if (oq_log_enabled(level))                                               \
-      oq_log_write((level), (session), (item), __VA_ARGS__);                 \
+#define OQ_LOG(level, session, item, ...)                                      \
+  do {                                                                         \
+    if (oq_log_enabled(level))                                                 \
+      oq_log_write((level), (session), (item), __VA_ARGS__);                   \
   } while (0)
 
 #ifdef __cplusplus
