@@ -1,0 +1,24 @@
+# README tests (LABEL readme): every example and command in README.md is run
+# by one of these, extracted from the README at test time by extract.sh, so
+# the README cannot drift. See run_examples.sh for what each mode runs.
+# The database modes need ONCEQ_TEST_DSN (test/run.sh sets it) and skip
+# (exit 77) without it.
+cmake_path(ABSOLUTE_PATH CMAKE_CURRENT_LIST_DIR NORMALIZE OUTPUT_VARIABLE
+           _oq_readme_dir)
+cmake_path(APPEND _oq_readme_dir ../../lib/include OUTPUT_VARIABLE _oq_inc)
+cmake_path(NORMAL_PATH _oq_inc)
+set(_oq_readme_env
+    "ONCEQ_BIN=$<TARGET_FILE:onceq>"
+    "ONCEQ_STATIC_LIB=$<TARGET_FILE:onceq_static>"
+    "ONCEQ_INCLUDE_DIR=${_oq_inc}"
+    "ONCEQ_CC=${CMAKE_C_COMPILER}"
+    "ONCEQ_SANITIZER=${ONCEQ_SANITIZER}"
+    "ONCEQ_BUILD_DIR=${CMAKE_BINARY_DIR}"
+    "ONCEQ_CMAKE=${CMAKE_COMMAND}")
+foreach(_ex coverage psql python node c_api install)
+  add_test(NAME readme_${_ex}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_examples.sh ${_ex})
+  set_tests_properties(readme_${_ex} PROPERTIES
+                       LABELS readme TIMEOUT 300 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${_oq_readme_env}")
+endforeach()
