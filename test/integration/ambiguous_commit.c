@@ -1,0 +1,459 @@
+/*
+ * ambiguous_commit.c: the connection drops around the ack's COMMIT (through
+ * the cutproxy fault proxy); oq_ack must reconcile from the database, never
+ * re-run blindly, and the handler's database effect must exist exactly once.
+ *
+ * The handler inserts into a ledger table that has NO unique constraint, so
+ * a blind re-run would show up as a second row. Cases (DESIGN.md section 3,
+ * "Ambiguous commit"):
+ *  - landed:      COMMIT reaches the server and commits; the answer is lost.
+ *                 Reconciliation finds the item gone: acknowledged.
+ *  - not-landed:  COMMIT never reaches the server (it rolls back).
+ *                 Reconciliation finds the item still ours: ack again.
+ *  - landing:     the client is cut while a slow COMMIT (a deferred trigger
+ *                 sleeps 1.5 s) is still running, so the reconciliation
+ *                 runs while the first transaction still holds its locks.
+ *  - reaped:      not landed, and our session is reaped before the client
+ *                 notices: the claim is lost; nothing may be written.
+ *  - acked-elsewhere: not landed, reaped, and another session claims and
+ *                 acks the item before we notice: item gone, so OQ_OK, and
+ *                 only the other session's ledger row exists.
+ * Every case checks the outcome on a direct (not proxied) connection.
+ *
+ * Usage: oq_it_ambiguous_commit [CASE]   (default: every case)
+ */
+#include "oq_test.h"
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+#include "cutproxy.h"
+
+#define QUEUE "ambig"
+
+/* The upstream PostgreSQL (from the harness DSN) the proxy relays to. */
+static char up_host[256];
+static int up_port;
+
+typedef enum case_kind {
+  CASE_LANDED,
+  CASE_NOT_LANDED,
+  CASE_LANDING,
+  CASE_REAPED,
+  CASE_ACKED_ELSEWHERE
+} case_kind;
+
+typedef struct case_def {
+  const char *name;
+  case_kind kind;
+  cutproxy_mode mode;
+} case_def;
+
+static const case_def cases[] = {
+    {"landed", CASE_LANDED, CUTPROXY_CUT_AFTER_COMMIT},
+    {"not-landed", CASE_NOT_LANDED, CUTPROXY_CUT_BEFORE_COMMIT},
+    {"landing", CASE_LANDING, CUTPROXY_CUT_DURING_COMMIT},
+    {"reaped", CASE_REAPED, CUTPROXY_CUT_BEFORE_COMMIT},
+    {"acked-elsewhere", CASE_ACKED_ELSEWHERE, CUTPROXY_CUT_BEFORE_COMMIT},
+};
+
+/* What the ack handler saw; used on the oq_ack thread only. */
+typedef struct ledger_ctx {
+  int calls;       /* handler runs */
+  const char *who; /* note prefix: "run" for us, "other" for session B */
+} ledger_ctx;
+
+/* What the cut hook did; written on the proxy's relay thread before the
+ * client learns of the cut, read after cutproxy_wait_settled. */
+typedef struct gap_ctx {
+  case_kind kind;
+  const char *dsn;     /* direct conninfo */
+  char session_id[64]; /* our session, to reap */
+  int ran;             /* the hook ran */
+  long reaped;         /* session rows deleted */
+  oq_err other_ack;    /* session B's oq_ack result */
+  int other_claimed;   /* items session B claimed */
+} gap_ctx;
+
+/* ---- conninfo plumbing ------------------------------------------------ */
+
+/* Append " key='value'" with libpq quoting. */
+static void append_kv(char *out, size_t outlen, const char *key,
+                      const char *val)
+{
+  size_t n = strlen(out);
+  int w = snprintf(out + n, outlen - n, "%s%s='", n ? " " : "", key);
+  if (w < 0 || (size_t)w >= outlen - n)
+    OQT_FAIL("conninfo too long");
+  n += (size_t)w;
+  for (const char *v = val; *v; v++) {
+    if (n + 3 >= outlen)
+      OQT_FAIL("conninfo too long");
+    if (*v == '\'' || *v == '\\')
+      out[n++] = '\\';
+    out[n++] = *v;
+  }
+  if (n + 2 >= outlen)
+    OQT_FAIL("conninfo too long");
+  out[n++] = '\'';
+  out[n] = '\0';
+}
+
+/* Find where the harness's PostgreSQL listens (TCP only). */
+static void find_upstream(const char *dsn)
+{
+  char *err = NULL;
+  PQconninfoOption *opts = PQconninfoParse(dsn, &err);
+  if (!opts)
+    OQT_FAIL("cannot parse ONCEQ_TEST_DSN: %s", err ? err : "?");
+  const char *host = NULL, *hostaddr = NULL, *port = NULL;
+  for (PQconninfoOption *o = opts; o->keyword; o++) {
+    if (!o->val || !*o->val)
+      continue;
+    if (strcmp(o->keyword, "host") == 0)
+      host = o->val;
+    else if (strcmp(o->keyword, "hostaddr") == 0)
+      hostaddr = o->val;
+    else if (strcmp(o->keyword, "port") == 0)
+      port = o->val;
+  }
+  const char *h = hostaddr ? hostaddr : host;
+  if (!h || h[0] == '/' || strchr(h, ',')) {
+    PQconninfoFree(opts);
+    fprintf(stderr,
+            "SKIP: the proxy needs a single TCP host in "
+            "ONCEQ_TEST_DSN (got host=%s)\n",
+            h ? h : "(none)");
+    exit(77);
+  }
+  snprintf(up_host, sizeof up_host, "%s", h);
+  up_port = port ? (int)strtol(port, NULL, 10) : 5432;
+  PQconninfoFree(opts);
+}
+
+/* dsn with host/port replaced by the proxy's (and TLS off: the proxy
+ * answers SSLRequest with 'N'). */
+static void proxied_dsn(const char *dsn, int port, char *out, size_t outlen)
+{
+  char *err = NULL;
+  PQconninfoOption *opts = PQconninfoParse(dsn, &err);
+  if (!opts)
+    OQT_FAIL("cannot parse %s: %s", dsn, err ? err : "?");
+  out[0] = '\0';
+  for (PQconninfoOption *o = opts; o->keyword; o++) {
+    if (!o->val || !*o->val)
+      continue;
+    if (strcmp(o->keyword, "host") == 0 ||
+        strcmp(o->keyword, "hostaddr") == 0 ||
+        strcmp(o->keyword, "port") == 0 || strcmp(o->keyword, "sslmode") == 0 ||
+        strcmp(o->keyword, "gssencmode") == 0)
+      continue;
+    append_kv(out, outlen, o->keyword, o->val);
+  }
+  PQconninfoFree(opts);
+  char portstr[16];
+  snprintf(portstr, sizeof portstr, "%d", port);
+  append_kv(out, outlen, "host", "127.0.0.1");
+  append_kv(out, outlen, "port", portstr);
+  append_kv(out, outlen, "sslmode", "disable");
+  append_kv(out, outlen, "gssencmode", "disable");
+}
+
+/* ---- small queries on the direct connection --------------------------- */
+
+typedef struct first_text {
+  int rows;
+  char val[128];
+} first_text;
+
+static oq_err grab_first(void *ud, int ncols, const char *const *vals)
+{
+  first_text *ft = ud;
+  if (ft->rows++ == 0 && ncols > 0)
+    snprintf(ft->val, sizeof ft->val, "%s", vals[0] ? vals[0] : "(null)");
+  return OQ_OK;
+}
+
+/* First column of the first row as text; *rows gets the row count. */
+static first_text query1(oq_db *db, const char *sql, const char *param)
+{
+  first_text ft = {0, ""};
+  const char *params[1] = {param};
+  oq_err e = oq_db_query(db, sql, param ? 1 : 0, param ? params : NULL,
+                         grab_first, &ft);
+  if (e != OQ_OK)
+    OQT_FAIL("%s: %s (%s)", sql, oq_strerror(e), oq_db_errmsg(db));
+  return ft;
+}
+
+static long count1(oq_db *db, const char *sql, const char *param)
+{
+  first_text ft = query1(db, sql, param);
+  if (ft.rows != 1)
+    OQT_FAIL("%s: %d rows, want 1", sql, ft.rows);
+  return strtol(ft.val, NULL, 10);
+}
+
+/* ---- the handler and the cut hook ------------------------------------- */
+
+/* The ack handler: one ledger row per run, noted "<who> <run number>". */
+static oq_err ledger_insert(oq_db *db, const oq_item *item, void *ud)
+{
+  ledger_ctx *lc = ud;
+  char note[32];
+  lc->calls++;
+  snprintf(note, sizeof note, "%s %d", lc->who, lc->calls);
+  const char *params[2] = {item->id, note};
+  return oq_db_exec(db, "INSERT INTO ledger (item_id, note) VALUES ($1, $2)", 2,
+                    params, NULL);
+}
+
+static oq_session_opts session_opts(void)
+{
+  /* Long expiry: nothing here must fence or reap by time. No heartbeat
+   * thread runs; reaping is done explicitly by the cut hook. */
+  oq_session_opts so = {
+      .heartbeat_interval_ms = 5000, .expiry_ms = 60000, .queues = QUEUE};
+  return so;
+}
+
+/* Runs in the gap: the server side of the cut connection is closed, the
+ * client (oq_ack) does not know yet. */
+static void in_the_gap(void *ud, cutproxy_mode mode)
+{
+  gap_ctx *g = ud;
+  g->ran = 1;
+  if (g->kind != CASE_REAPED && g->kind != CASE_ACKED_ELSEWHERE)
+    return;
+  oq_db *db = oqt_connect(g->dsn);
+  /* What a reaper does to an expired session: delete the row; the FK
+   * releases its claims. This waits for the abandoned transaction (which
+   * holds the item's row lock) to roll back. */
+  const char *params[1] = {g->session_id};
+  oq_err e = oq_db_exec(db, "DELETE FROM onceq_sessions WHERE id = $1", 1,
+                        params, &g->reaped);
+  if (e != OQ_OK)
+    OQT_FAIL("reap: %s (%s)", oq_strerror(e), oq_db_errmsg(db));
+  if (g->kind == CASE_ACKED_ELSEWHERE) {
+    oq_session_opts so = session_opts();
+    oq_session *b = NULL;
+    ASSERT_OK(db, oq_session_open(db, &so, &b));
+    const char *q[1] = {QUEUE};
+    oq_item *items = NULL;
+    size_t n = 0;
+    ASSERT_OK(db, oq_claim(db, b, q, 1, 1, &items, &n));
+    g->other_claimed = (int)n;
+    g->other_ack = OQ_ERR_INVALID;
+    if (n == 1) {
+      ledger_ctx lc = {0, "other"};
+      g->other_ack = oq_ack(db, b, &items[0], ledger_insert, &lc, NULL, NULL);
+    }
+    oq_items_free(items, n);
+    ASSERT_OK(db, oq_session_end(db, b));
+    oq_session_free(b);
+  }
+  oq_db_close(db);
+}
+
+/* ---- one case ---------------------------------------------------------- */
+
+static void run_case(const case_def *cd)
+{
+  char dbname[64];
+  snprintf(dbname, sizeof dbname, "ambig_%s", cd->name);
+  char dsn[1024];
+  snprintf(dsn, sizeof dsn, "%s", oqt_fresh_db(dbname, 1));
+
+  oq_db *direct = oqt_connect(dsn);
+  oqt_exec(direct, "CREATE TABLE ledger (item_id uuid, note text)");
+  if (cd->kind == CASE_LANDING) {
+    /* Make COMMIT take 1.5 s on the server, so the client is cut (and
+     * reconciles) while the first transaction is still committing. */
+    oqt_exec(direct, "CREATE FUNCTION ledger_slow() RETURNS trigger "
+                     "LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1.5); "
+                     "RETURN NULL; END $$");
+    oqt_exec(direct, "CREATE CONSTRAINT TRIGGER ledger_slow AFTER INSERT "
+                     "ON ledger DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+                     "EXECUTE FUNCTION ledger_slow()");
+  }
+  oqt_enqueue_n(direct, QUEUE, 1);
+
+  cutproxy *px = cutproxy_start(up_host, up_port);
+  if (!px)
+    OQT_FAIL("cutproxy_start failed");
+  char pdsn[2048];
+  proxied_dsn(dsn, cutproxy_port(px), pdsn, sizeof pdsn);
+  oq_db *db = oqt_connect(pdsn);
+  ASSERT_EQ(cutproxy_accepted(px), 1);
+
+  oq_session_opts so = session_opts();
+  oq_session *s = NULL;
+  ASSERT_OK(db, oq_session_open(db, &so, &s));
+  const char *q[1] = {QUEUE};
+  oq_item *items = NULL;
+  size_t n = 0;
+  ASSERT_OK(db, oq_claim(db, s, q, 1, 1, &items, &n));
+  ASSERT_EQ(n, 1);
+  /* The claim went through the proxy and nothing fired yet. */
+  ASSERT_EQ(count1(direct,
+                   "SELECT count(*) FROM onceq_items WHERE id = $1 "
+                   "AND claim IS NOT NULL",
+                   items[0].id),
+            1);
+  ASSERT_EQ(cutproxy_fired(px), 0);
+
+  gap_ctx gap = {.kind = cd->kind, .dsn = dsn, .other_ack = OQ_OK};
+  snprintf(gap.session_id, sizeof gap.session_id, "%s", oq_session_id(s));
+  cutproxy_on_cut(px, in_the_gap, &gap);
+  cutproxy_arm(px, cd->mode);
+
+  ledger_ctx lc = {0, "run"};
+  bool reconciled = false;
+  uint64_t restarts0 = oq_db_restarts(db);
+  uint64_t t0 = oq_monotonic_ms();
+  oq_err e = oq_ack(db, s, &items[0], ledger_insert, &lc, NULL, &reconciled);
+  uint64_t took_ms = oq_monotonic_ms() - t0;
+  long restarts = (long)(oq_db_restarts(db) - restarts0);
+  char ackmsg[OQ_ERRBUF_SIZE];
+  snprintf(ackmsg, sizeof ackmsg, "%s", e == OQ_OK ? "" : oq_db_errmsg(db));
+
+  if (!cutproxy_wait_settled(px, 40000))
+    OQT_FAIL("the cut connection did not settle within 40 s");
+  char commit_result[64];
+  cutproxy_commit_result(px, commit_result, sizeof commit_result);
+
+  /* The handle works again, through the proxy (it reconnected). */
+  long one = count1(db, "SELECT 1", NULL);
+  uint64_t accepted = cutproxy_accepted(px);
+
+  long ledger_item = count1(
+      direct, "SELECT count(*) FROM ledger WHERE item_id = $1", items[0].id);
+  long ledger_all = count1(direct, "SELECT count(*) FROM ledger", NULL);
+  first_text note = query1(direct, "SELECT note FROM ledger LIMIT 1", NULL);
+  long items_left = count1(direct, "SELECT count(*) FROM onceq_items", NULL);
+  long items_free = count1(direct,
+                           "SELECT count(*) FROM onceq_items WHERE id = $1 "
+                           "AND claim IS NULL",
+                           items[0].id);
+  long dead = count1(direct, "SELECT count(*) FROM onceq_dead", NULL);
+
+  printf("CASE %-15s (isolation %s, proxy %s): oq_ack -> %s%s%s, "
+         "reconciled=%d, handler runs=%d, restarts=%ld, took %llu ms; "
+         "proxy fired=%llu accepted=%llu commit-result=%s; ledger rows=%ld "
+         "(item %ld, note '%s'), items left=%ld (unclaimed %ld), dead=%ld",
+         cd->name, oqt_isolation(), cutproxy_mode_name(cd->mode),
+         oq_strerror(e), e == OQ_OK ? "" : ": ", ackmsg, (int)reconciled,
+         lc.calls, restarts, (unsigned long long)took_ms,
+         (unsigned long long)cutproxy_fired(px), (unsigned long long)accepted,
+         commit_result[0] ? commit_result : "-", ledger_all, ledger_item,
+         note.rows ? note.val : "", items_left, items_free, dead);
+  if (cd->kind == CASE_REAPED || cd->kind == CASE_ACKED_ELSEWHERE)
+    printf("; in the gap: reaped %ld session(s), other session claimed %d, "
+           "its ack -> %s",
+           gap.reaped, gap.other_claimed, oq_strerror(gap.other_ack));
+  printf("\n");
+  fflush(stdout);
+
+  /* The fault happened exactly once, and the library reconnected through
+   * the proxy. */
+  ASSERT_EQ(cutproxy_fired(px), 1);
+  ASSERT_EQ(cutproxy_armed(px), CUTPROXY_NONE);
+  ASSERT_EQ(gap.ran, 1);
+  ASSERT_LE(2, accepted);
+  ASSERT_EQ(one, 1);
+  ASSERT_EQ(dead, 0);
+
+  /* First the guarantee (what is in the database), then the verdict. */
+  switch (cd->kind) {
+  case CASE_LANDED:
+    /* The server committed the first run; no second run. */
+    ASSERT_STREQ(commit_result, "COMMIT");
+    ASSERT_EQ(ledger_item, 1);
+    ASSERT_EQ(ledger_all, 1);
+    ASSERT_STREQ(note.val, "run 1");
+    ASSERT_EQ(items_left, 0);
+    ASSERT_ERR(OQ_OK, e);
+    ASSERT_EQ(lc.calls, 1 + restarts);
+    break;
+  case CASE_NOT_LANDED: {
+    /* The first run rolled back; reconciliation ran the ack again, and
+     * only that last run's row exists. */
+    char want[32];
+    snprintf(want, sizeof want, "run %d", lc.calls);
+    ASSERT_STREQ(commit_result, "");
+    ASSERT_EQ(ledger_item, 1);
+    ASSERT_EQ(ledger_all, 1);
+    ASSERT_STREQ(note.val, want);
+    ASSERT_EQ(items_left, 0);
+    ASSERT_ERR(OQ_OK, e);
+    ASSERT_EQ(lc.calls, 2 + restarts);
+    break;
+  }
+  case CASE_LANDING:
+    /* The first run committed (late); whatever reconciliation did while it
+     * was committing, its row is the only one. */
+    ASSERT_STREQ(commit_result, "COMMIT");
+    ASSERT_EQ(ledger_item, 1);
+    ASSERT_EQ(ledger_all, 1);
+    ASSERT_STREQ(note.val, "run 1");
+    ASSERT_EQ(items_left, 0);
+    ASSERT_ERR(OQ_OK, e);
+    ASSERT_LE(1, lc.calls);
+    break;
+  case CASE_REAPED:
+    /* Our session is gone and the item was released: claim lost, nothing
+     * written, the item waits for another claimer. */
+    ASSERT_EQ(gap.reaped, 1);
+    ASSERT_EQ(ledger_all, 0);
+    ASSERT_EQ(items_left, 1);
+    ASSERT_EQ(items_free, 1);
+    ASSERT_ERR(OQ_ERR_CLAIM_LOST, e);
+    ASSERT_EQ(lc.calls, 1 + restarts);
+    break;
+  case CASE_ACKED_ELSEWHERE:
+    /* Session B acknowledged the item in the gap: the item is gone, so
+     * ours counts as acknowledged (by someone), with no re-run. */
+    ASSERT_EQ(gap.reaped, 1);
+    ASSERT_EQ(gap.other_claimed, 1);
+    ASSERT_ERR(OQ_OK, gap.other_ack);
+    ASSERT_EQ(ledger_item, 1);
+    ASSERT_EQ(ledger_all, 1);
+    ASSERT_STREQ(note.val, "other 1");
+    ASSERT_EQ(items_left, 0);
+    ASSERT_ERR(OQ_OK, e);
+    ASSERT_EQ(lc.calls, 1 + restarts);
+    break;
+  }
+  /* The verdict came from reconciling an ambiguous commit. */
+  ASSERT_EQ(reconciled, true);
+
+  oq_items_free(items, n);
+  if (cd->kind == CASE_REAPED || cd->kind == CASE_ACKED_ELSEWHERE) {
+    oq_err ee = oq_session_end(db, s); /* row already gone */
+    (void)ee;
+  } else {
+    ASSERT_OK(db, oq_session_end(db, s));
+  }
+  oq_session_free(s);
+  oq_db_close(db);
+  cutproxy_stop(px);
+  oq_db_close(direct);
+}
+
+int main(int argc, char **argv)
+{
+  const char *admin = oqt_admin_dsn();
+  find_upstream(admin);
+  const char *only = argc > 1 ? argv[1] : NULL;
+  int ran = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (only && strcmp(only, cases[i].name) != 0)
+      continue;
+    run_case(&cases[i]);
+    ran++;
+  }
+  if (ran == 0)
+    OQT_FAIL("no case named '%s'", only ? only : "");
+  printf("PASS: %d case(s) under %s\n", ran, oqt_isolation());
+  return 0;
+}
