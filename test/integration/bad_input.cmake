@@ -1,0 +1,3 @@
+# Bad input: wrong conninfo/password/schema/settings/payload give the right
+# oq_err code and a one-line message that names the fix, never a password.
+oq_add_test(bad_input LABEL integration TIMEOUT 120 SOURCES bad_input.c)

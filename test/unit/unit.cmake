@@ -1,0 +1,5 @@
+# Unit tests: no database, public API only.
+oq_add_test(unit_backoff LABEL unit SOURCES backoff.c)
+oq_add_test(unit_conninfo_mask LABEL unit SOURCES conninfo_mask.c)
+oq_add_test(unit_strerror LABEL unit SOURCES strerror.c)
+oq_add_test(unit_session_validate LABEL unit SOURCES session_validate.c)
