@@ -200,12 +200,13 @@ static oq_err batch_delete(oq_db *db, const oq_session *s,
   char *arr = id_array(ids, n);
   if (!arr)
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
-  const char *params[2] = {arr, oq_session_id(s)};
+  bool history = opts && opts->history;
+  const char *params[3] = {arr, oq_session_id(s),
+                           history ? opts->result : NULL};
   batch_acc a = {ids, n, acked, NULL};
-  oq__stmt st =
-      opts && opts->history ? OQ__SQL_ACK_BATCH_HISTORY : OQ__SQL_ACK_BATCH;
-  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), st), 2, params,
-                                mark_acked, &a, NULL);
+  oq__stmt st = history ? OQ__SQL_ACK_BATCH_HISTORY : OQ__SQL_ACK_BATCH;
+  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), st),
+                                history ? 3 : 2, params, mark_acked, &a, NULL);
   free(arr);
   return e;
 }

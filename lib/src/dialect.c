@@ -74,9 +74,9 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " AND claim = $2::uuid RETURNING id, queue, attempts, created_at)"
         " INSERT INTO onceq_done (item_id, queue, attempts, session_id,"
         " result, created_at)"
-        " SELECT id, queue, attempts, $2::uuid, NULL, created_at FROM d"
+        " SELECT id, queue, attempts, $2::uuid, $3::text, created_at FROM d"
         " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"
-        " session_id = excluded.session_id"
+        " session_id = excluded.session_id, result = excluded.result"
         " RETURNING item_id::text",
     [OQ__SQL_ITEM_CLAIM_OF] =
         "SELECT claim::text FROM onceq_items WHERE id = $1::uuid",

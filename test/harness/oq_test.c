@@ -112,3 +112,13 @@ void oqt_metric(const char *name, double value, const char *unit)
          oqt_isolation());
   fflush(stdout);
 }
+
+void oqt_copy(char *dst, size_t len, const char *src)
+{
+  if (len == 0)
+    return;
+  size_t n = src ? strnlen(src, len - 1) : 0;
+  if (n)
+    memcpy(dst, src, n);
+  dst[n] = '\0';
+}

@@ -119,6 +119,9 @@ void oqt_exec(oq_db *db, const char *sql);
  * {"n": i}. */
 void oqt_enqueue_n(oq_db *db, const char *queue, int n);
 
+/* Copy src into dst (len bytes), truncating; always NUL-terminated. */
+void oqt_copy(char *dst, size_t len, const char *src);
+
 /* Sleep ms milliseconds. */
 void oqt_sleep_ms(int ms);
 
