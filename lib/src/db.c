@@ -8,6 +8,7 @@
  * (before COMMIT) or OQ_ERR_AMBIGUOUS (during COMMIT).
  */
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,9 +335,9 @@ static long affected_rows(PGresult *res)
   return (t && *t) ? strtol(t, NULL, 10) : -1;
 }
 
-static oq_err run(oq_db *db, const char *sql, int nparams,
-                  const char *const *params, oq_row_fn fn, void *ud,
-                  long *affected)
+static oq_err run_typed(oq_db *db, const char *sql, int nparams,
+                        const unsigned int *types, const char *const *params,
+                        oq_row_fn fn, void *ud, long *affected)
 {
   oq__db_clear(db);
   if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
@@ -344,7 +345,8 @@ static oq_err run(oq_db *db, const char *sql, int nparams,
                        "not connected to %s; the connection was lost",
                        db->masked);
   PGresult *res =
-      PQexecParams(db->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+      PQexecParams(db->conn, sql, nparams, (const Oid *)types, params, NULL,
+                   NULL, 0);
   oq_err e = OQ_OK;
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -369,6 +371,66 @@ static oq_err run(oq_db *db, const char *sql, int nparams,
 out:
   PQclear(res);
   return e;
+}
+
+static oq_err run(oq_db *db, const char *sql, int nparams,
+                  const char *const *params, oq_row_fn fn, void *ud,
+                  long *affected)
+{
+  return run_typed(db, sql, nparams, NULL, params, fn, ud, affected);
+}
+
+oq_err oq_db_exec_typed(oq_db *db, const char *sql, int nparams,
+                        const unsigned int *types, const char *const *params,
+                        long *affected)
+{
+  return run_typed(db, sql, nparams, types, params, NULL, NULL, affected);
+}
+
+oq_err oq_db_listen(oq_db *db, const char *channel)
+{
+  if (db->engine == OQ_ENGINE_COCKROACH)
+    return oq__db_fail(db, OQ_ERR_CONFIG, NULL,
+                       "CockroachDB has no LISTEN/NOTIFY; poll instead");
+  char *ident = db->conn ? PQescapeIdentifier(db->conn, channel,
+                                              strlen(channel))
+                         : NULL;
+  if (!ident)
+    return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
+                       db->masked);
+  char sql[256];
+  snprintf(sql, sizeof sql, "LISTEN %s", ident);
+  PQfreemem(ident);
+  return oq__db_simple(db, sql);
+}
+
+oq_err oq_db_wait_notify(oq_db *db, int timeout_ms, int *notified)
+{
+  *notified = 0;
+  oq__db_clear(db);
+  if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+    return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
+                       db->masked);
+  for (int round = 0; round < 2; round++) {
+    if (!PQconsumeInput(db->conn))
+      return oq__db_fail(db, OQ_ERR_CONN, NULL,
+                         "connection to %s lost while waiting: %s",
+                         db->masked, PQerrorMessage(db->conn));
+    PGnotify *n;
+    while ((n = PQnotifies(db->conn)) != NULL) {
+      *notified = 1;
+      PQfreemem(n);
+    }
+    if (*notified || round == 1 || timeout_ms <= 0)
+      return OQ_OK;
+    struct pollfd pfd = {.fd = PQsocket(db->conn), .events = POLLIN};
+    if (pfd.fd < 0)
+      return oq__db_fail(db, OQ_ERR_CONN, NULL, "no socket for %s",
+                         db->masked);
+    if (poll(&pfd, 1, timeout_ms) <= 0)
+      return OQ_OK; /* timeout or EINTR: the caller loops */
+  }
+  return OQ_OK;
 }
 
 oq_err oq_db_exec(oq_db *db, const char *sql, int nparams,

@@ -82,6 +82,31 @@ struct pg_conn *oq_db_pgconn(oq_db *db);
 OQ_MUST_CHECK oq_err oq_db_exec(oq_db *db, const char *sql, int nparams,
                                 const char *const *params, long *affected);
 
+/* Like oq_db_exec with declared parameter types (PostgreSQL type OIDs, 0 =
+ * infer), so a statement may use any subset of its parameters. */
+OQ_MUST_CHECK oq_err oq_db_exec_typed(oq_db *db, const char *sql,
+                                      int nparams, const unsigned int *types,
+                                      const char *const *params,
+                                      long *affected);
+
+/* Type OIDs for oq_db_exec_typed. */
+#define OQ_OID_INT4 23u
+#define OQ_OID_TEXT 25u
+#define OQ_OID_UUID 2950u
+#define OQ_OID_JSONB 3802u
+
+/*
+ * Wake-ups (PostgreSQL LISTEN/NOTIFY). oq_db_listen subscribes this
+ * connection to channel; OQ_ERR_CONFIG on CockroachDB, which has no LISTEN
+ * (poll instead). oq_db_wait_notify waits up to timeout_ms for any
+ * notification: *notified is set when one (or more) arrived; all pending
+ * ones are consumed. A lost connection gives OQ_ERR_CONN (reconnect and
+ * listen again).
+ */
+OQ_MUST_CHECK oq_err oq_db_listen(oq_db *db, const char *channel);
+OQ_MUST_CHECK oq_err oq_db_wait_notify(oq_db *db, int timeout_ms,
+                                       int *notified);
+
 /* Called once per result row with the row's text values (NULL = SQL NULL).
  * Return OQ_OK to go on; anything else stops and is returned. */
 typedef oq_err (*oq_row_fn)(void *ud, int ncols, const char *const *vals);

@@ -21,6 +21,7 @@
 #include "onceq/item.h"
 #include "onceq/ack.h"
 #include "onceq/enqueue.h"
+#include "onceq/duration.h"
 
 #ifdef __cplusplus
 extern "C" {
