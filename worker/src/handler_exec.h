@@ -15,9 +15,9 @@
 #include "task.h"
 
 typedef struct wk_exec_cfg {
-  char *const *argv;  /* command and its arguments, NULL-terminated */
-  int timeout_ms;     /* 0: no timeout */
-  int kill_grace_ms;  /* SIGTERM -> SIGKILL delay; 0: 5000 */
+  char *const *argv; /* command and its arguments, NULL-terminated */
+  int timeout_ms;    /* 0: no timeout */
+  int kill_grace_ms; /* SIGTERM -> SIGKILL delay; 0: 5000 */
 } wk_exec_cfg;
 
 /*

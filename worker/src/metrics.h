@@ -19,19 +19,19 @@
 typedef struct wk_metrics wk_metrics;
 
 typedef enum wk_counter {
-  WK_C_CLAIMED = 0,  /* onceq_worker_claimed_total */
-  WK_C_ACKED,        /* onceq_worker_acked_total */
-  WK_C_FAILED,       /* onceq_worker_failed_total (attempts that failed) */
-  WK_C_DEAD,         /* onceq_worker_dead_total */
-  WK_C_LOST,         /* onceq_worker_claims_lost_total */
-  WK_C_RESTARTS,     /* onceq_worker_tx_restarts_total */
-  WK_C_SESSIONS,     /* onceq_worker_sessions_total (registrations) */
+  WK_C_CLAIMED = 0, /* onceq_worker_claimed_total */
+  WK_C_ACKED,       /* onceq_worker_acked_total */
+  WK_C_FAILED,      /* onceq_worker_failed_total (attempts that failed) */
+  WK_C_DEAD,        /* onceq_worker_dead_total */
+  WK_C_LOST,        /* onceq_worker_claims_lost_total */
+  WK_C_RESTARTS,    /* onceq_worker_tx_restarts_total */
+  WK_C_SESSIONS,    /* onceq_worker_sessions_total (registrations) */
   WK_C__COUNT
 } wk_counter;
 
 typedef enum wk_hist {
-  WK_H_HANDLER = 0,  /* onceq_worker_handler_seconds */
-  WK_H_LATENCY,      /* onceq_worker_enqueue_to_start_seconds */
+  WK_H_HANDLER = 0, /* onceq_worker_handler_seconds */
+  WK_H_LATENCY,     /* onceq_worker_enqueue_to_start_seconds */
   WK_H__COUNT
 } wk_hist;
 

@@ -21,9 +21,9 @@
 #define WK_TAIL_MAX 4096 /* bytes kept of a child's stdout/stderr tail */
 
 typedef enum wk_outcome {
-  WK_OK = 0,        /* the work succeeded: acknowledge it */
-  WK_FAILED = 1,    /* a failed attempt: oq_fail (retry or dead-letter) */
-  WK_ABANDONED = 2  /* stopped on purpose: neither ack nor fail */
+  WK_OK = 0,       /* the work succeeded: acknowledge it */
+  WK_FAILED = 1,   /* a failed attempt: oq_fail (retry or dead-letter) */
+  WK_ABANDONED = 2 /* stopped on purpose: neither ack nor fail */
 } wk_outcome;
 
 /* Polled by handlers; true means stop the work now. */
@@ -38,8 +38,8 @@ typedef struct wk_task {
 
 typedef struct wk_result {
   wk_outcome outcome;
-  int retry_after_ms;          /* >= 0: the remote asked for this delay */
-  char error[WK_TAIL_MAX + 1]; /* why it failed; becomes last_error */
+  int retry_after_ms;           /* >= 0: the remote asked for this delay */
+  char error[WK_TAIL_MAX + 1];  /* why it failed; becomes last_error */
   char output[WK_TAIL_MAX + 1]; /* result text kept in history; may be "" */
 } wk_result;
 

@@ -1,0 +1,255 @@
+/*
+ * config.c: onceq-worker flags. One declarative table names every flag,
+ * its kind and where it lands; the parser walks it. --exec takes the rest
+ * of the command line, so it must come last.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "onceq/onceq.h"
+
+typedef enum opt_kind {
+  OPT_DURATION, /* int64_t ms via oq_duration_parse */
+  OPT_INT,      /* int, >= 1 */
+  OPT_STRING,   /* const char * into argv */
+  OPT_FLAG      /* bool set to true */
+} opt_kind;
+
+typedef struct opt {
+  const char *name;
+  opt_kind kind;
+  size_t offset; /* into wk_config */
+  const char *help;
+} opt;
+
+#define O(f) offsetof(wk_config, f)
+static const opt opts[] = {
+    {"--concurrency", OPT_INT, O(concurrency), "executor threads (4)"},
+    {"--batch", OPT_INT, O(batch), "max items claimed per round (64)"},
+    {"--heartbeat-interval", OPT_DURATION, O(heartbeat_interval_ms),
+     "heartbeat period (1s)"},
+    {"--session-expiry", OPT_DURATION, O(session_expiry_ms),
+     "reaped after this long without heartbeat (5s)"},
+    {"--poll-interval", OPT_DURATION, O(poll_interval_ms),
+     "poll period (1s PostgreSQL with NOTIFY, 150ms CockroachDB)"},
+    {"--timeout", OPT_DURATION, O(timeout_ms),
+     "per-item handler timeout (exec: none, http: 30s)"},
+    {"--kill-grace", OPT_DURATION, O(kill_grace_ms),
+     "SIGTERM to SIGKILL delay for --exec children (5s)"},
+    {"--shutdown-timeout", OPT_DURATION, O(shutdown_timeout_ms),
+     "how long a drain waits for in-flight work (30s)"},
+    {"--retry-base", OPT_DURATION, O(retry_base_ms),
+     "first retry delay after a failed attempt, doubling (1s)"},
+    {"--metrics-addr", OPT_STRING, O(metrics_addr),
+     "serve /metrics and /healthz on HOST:PORT (127.0.0.1)"},
+    {"--drain", OPT_FLAG, O(drain), "exit 0 once no ready item is left"},
+    {"--history", OPT_FLAG, O(history), "keep onceq_done rows of acked items"},
+    {"--insecure", OPT_FLAG, O(insecure), "--http: skip TLS verification"},
+};
+
+static const char usage_head[] =
+    "usage: onceq-worker [--db URL] [--queue Q ...] [OPTIONS]\n"
+    "                    (--exec CMD [ARG...] | --http URL | --sql STATEMENT)\n"
+    "\n"
+    "handlers (exactly one):\n"
+    "  --exec CMD [ARG...]  run CMD per item: payload on stdin, item id as\n"
+    "                       the last argument; exit 0 = success. Takes the\n"
+    "                       rest of the command line.\n"
+    "  --http URL           POST the payload; 2xx = success\n"
+    "  --sql STATEMENT      run in the ack transaction: $1 payload (jsonb),\n"
+    "                       $2 id (uuid), $3 queue (text), $4 attempt (int)\n"
+    "\n"
+    "options:\n"
+    "  --db URL             database URL or conninfo (default:\n"
+    "                       ONCEQ_DATABASE_URL, DATABASE_URL, PG* variables)\n"
+    "  --queue Q            queue to work (repeatable; default: default)\n"
+    "  --log-level L        debug|info|warn|error (info)\n"
+    "  --log-format F       text|json (text)\n";
+
+static void print_usage(void)
+{
+  fputs(usage_head, stdout);
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+    const char *arg = opts[i].kind == OPT_DURATION ? " D"
+                      : opts[i].kind == OPT_INT    ? " N"
+                      : opts[i].kind == OPT_STRING ? " ADDR"
+                                                   : "";
+    char left[64];
+    snprintf(left, sizeof left, "%s%s", opts[i].name, arg);
+    printf("  %-20s %s\n", left, opts[i].help);
+  }
+  fputs("\ndurations: 250ms, 5s, 2m, 1h\n"
+        "exit codes: 0 done or drained, 1 runtime failure, 2 bad usage\n",
+        stdout);
+}
+
+static int bad(char *err, size_t errlen, const char *fmt, const char *a,
+               const char *b)
+{
+  snprintf(err, errlen, fmt, a, b ? b : "");
+  return -1;
+}
+
+/* Overwrite a conninfo in argv with its masked form (see coordinator). */
+static void hide_password(char *arg)
+{
+  char masked[1024];
+  oq_conninfo_mask(arg, masked, sizeof masked);
+  size_t len = strlen(arg), mlen = strlen(masked);
+  if (strcmp(masked, arg) == 0)
+    return;
+  if (mlen <= len) {
+    memcpy(arg, masked, mlen);
+    memset(arg + mlen, ' ', len - mlen);
+  } else {
+    memset(arg, '*', len);
+  }
+}
+
+static int set_handler(wk_config *cfg, wk_handler_kind k, const char *flag,
+                       char *err, size_t errlen)
+{
+  if (cfg->handler != WK_HANDLER_NONE)
+    return bad(err, errlen,
+               "more than one handler given (%s and another); choose one "
+               "of --exec, --http, --sql%s",
+               flag, NULL);
+  cfg->handler = k;
+  return 0;
+}
+
+int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
+                    size_t errlen)
+{
+  memset(cfg, 0, sizeof *cfg);
+  cfg->concurrency = 4;
+  cfg->batch = 64;
+  cfg->heartbeat_interval_ms = 1000;
+  cfg->session_expiry_ms = 5000;
+  cfg->kill_grace_ms = 5000;
+  cfg->shutdown_timeout_ms = 30000;
+  cfg->retry_base_ms = 1000;
+  cfg->log_level = OQ_LOG_INFO;
+  for (int i = 1; i < argc; i++) {
+    char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      print_usage();
+      return 1;
+    }
+    if (strcmp(a, "--version") == 0) {
+      printf("onceq-worker %s\n", oq_version());
+      return 1;
+    }
+    if (strcmp(a, "--exec") == 0) {
+      if (set_handler(cfg, WK_HANDLER_EXEC, a, err, errlen))
+        return -1;
+      if (!val)
+        return bad(err, errlen,
+                   "--exec needs a command; e.g. --exec "
+                   "/usr/local/bin/job --flag%s%s",
+                   "", NULL);
+      cfg->exec_argv = &argv[i + 1];
+      break; /* the rest of the line is the command */
+    }
+    /* everything below takes one value */
+    int takes_value = strcmp(a, "--db") == 0 || strcmp(a, "--queue") == 0 ||
+                      strcmp(a, "--http") == 0 || strcmp(a, "--sql") == 0 ||
+                      strcmp(a, "--log-level") == 0 ||
+                      strcmp(a, "--log-format") == 0;
+    const opt *o = NULL;
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+      if (strcmp(a, opts[k].name) == 0)
+        o = &opts[k];
+    if (!takes_value && !o)
+      return bad(err, errlen, "unknown option %s; see onceq-worker --help%s", a,
+                 NULL);
+    if ((takes_value || (o && o->kind != OPT_FLAG)) && !val)
+      return bad(err, errlen, "%s needs a value; see onceq-worker --help%s", a,
+                 NULL);
+    if (strcmp(a, "--db") == 0) {
+      free(cfg->db);
+      cfg->db = strdup(val);
+      hide_password(argv[i + 1]);
+    } else if (strcmp(a, "--queue") == 0) {
+      if (cfg->nqueues >= WK_MAX_QUEUES)
+        return bad(err, errlen, "too many --queue flags (max 64)%s%s", "",
+                   NULL);
+      if (!*val)
+        return bad(err, errlen, "--queue needs a non-empty name%s%s", "", NULL);
+      cfg->queues[cfg->nqueues++] = val;
+    } else if (strcmp(a, "--http") == 0) {
+      if (set_handler(cfg, WK_HANDLER_HTTP, a, err, errlen))
+        return -1;
+      if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8))
+        return bad(err, errlen, "--http %s is not an http:// or https:// URL%s",
+                   val, NULL);
+      cfg->http_url = val;
+    } else if (strcmp(a, "--sql") == 0) {
+      if (set_handler(cfg, WK_HANDLER_SQL, a, err, errlen))
+        return -1;
+      cfg->sql = val;
+    } else if (strcmp(a, "--log-level") == 0) {
+      cfg->log_level = oq_log_level_parse(val);
+      if (cfg->log_level < 0)
+        return bad(err, errlen,
+                   "--log-level %s is unknown; use debug, info, warn or "
+                   "error%s",
+                   val, NULL);
+    } else if (strcmp(a, "--log-format") == 0) {
+      if (strcmp(val, "json") != 0 && strcmp(val, "text") != 0)
+        return bad(err, errlen,
+                   "--log-format %s is unknown; use text or json%s", val, NULL);
+      cfg->log_json = strcmp(val, "json") == 0;
+    } else if (o->kind == OPT_FLAG) {
+      *(bool *)((char *)cfg + o->offset) = true;
+      continue;
+    } else if (o->kind == OPT_DURATION) {
+      int64_t ms;
+      if (oq_duration_parse(val, &ms) != OQ_OK)
+        return bad(err, errlen,
+                   "%s %s is not a duration; write e.g. 250ms, 5s, 2m, 1h", a,
+                   val);
+      *(int64_t *)((char *)cfg + o->offset) = ms;
+    } else if (o->kind == OPT_INT) {
+      char *end;
+      long v = strtol(val, &end, 10);
+      if (*end || v < 1 || v > 4096)
+        return bad(err, errlen, "%s %s must be a whole number from 1 to 4096",
+                   a, val);
+      *(int *)((char *)cfg + o->offset) = (int)v;
+    } else {
+      *(const char **)((char *)cfg + o->offset) = val;
+    }
+    i++;
+  }
+  if (cfg->handler == WK_HANDLER_NONE)
+    return bad(err, errlen,
+               "no handler given; add one of --exec CMD, --http URL or --sql "
+               "STATEMENT%s%s",
+               "", NULL);
+  oq_session_opts so = {.heartbeat_interval_ms =
+                            (int)cfg->heartbeat_interval_ms,
+                        .expiry_ms = (int)cfg->session_expiry_ms};
+  if (cfg->heartbeat_interval_ms > 3600000 ||
+      cfg->session_expiry_ms > 86400000 ||
+      oq_session_validate(&so, err, errlen) != OQ_OK) {
+    if (cfg->heartbeat_interval_ms > 3600000 ||
+        cfg->session_expiry_ms > 86400000)
+      snprintf(err, errlen,
+               "--heartbeat-interval must be <= 1h and "
+               "--session-expiry <= 24h");
+    return -1;
+  }
+  if (cfg->nqueues == 0)
+    cfg->queues[cfg->nqueues++] = OQ_DEFAULT_QUEUE;
+  return 0;
+}
+
+void wk_config_free(wk_config *cfg)
+{
+  free(cfg->db);
+  cfg->db = NULL;
+}

@@ -1,0 +1,58 @@
+/*
+ * config.h: onceq-worker's settings and their command-line parsing
+ * (DESIGN §6: the flag names are an interface scripts rely on).
+ *
+ * Thread safety: parsed once on the main thread, then read-only.
+ */
+#ifndef ONCEQ_WORKER_CONFIG_H
+#define ONCEQ_WORKER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WK_MAX_QUEUES 64
+
+typedef enum wk_handler_kind {
+  WK_HANDLER_NONE = 0,
+  WK_HANDLER_EXEC, /* --exec CMD [ARG...] */
+  WK_HANDLER_HTTP, /* --http URL */
+  WK_HANDLER_SQL   /* --sql STATEMENT */
+} wk_handler_kind;
+
+typedef struct wk_config {
+  char *db;                          /* --db (a copy; argv is masked) */
+  const char *queues[WK_MAX_QUEUES]; /* --queue, repeatable */
+  size_t nqueues;                    /* 0 means "default" */
+  int concurrency;                   /* executor threads */
+  int batch;                         /* max items claimed per round */
+  wk_handler_kind handler;
+  char **exec_argv;     /* --exec: NULL-terminated (into argv) */
+  const char *http_url; /* --http */
+  const char *sql;      /* --sql */
+  int64_t heartbeat_interval_ms;
+  int64_t session_expiry_ms;
+  int64_t poll_interval_ms; /* 0: engine default */
+  int64_t timeout_ms;       /* per item, exec/http; 0: none */
+  int64_t kill_grace_ms;
+  int64_t shutdown_timeout_ms;
+  int64_t retry_base_ms;    /* item retry backoff base */
+  const char *metrics_addr; /* NULL: no endpoint */
+  int log_level;            /* oq_log_level */
+  bool log_json;
+  bool drain;    /* exit 0 once nothing is ready */
+  bool history;  /* write onceq_done rows */
+  bool insecure; /* --http: skip TLS verification */
+} wk_config;
+
+/*
+ * Parse argv into cfg (defaults first). Returns 0 to run, 1 when --help or
+ * --version was printed (exit 0), -1 on bad usage with one line in err
+ * naming the fix (exit 2). argv entries holding a password are masked in
+ * place so `ps` does not show it. Free with wk_config_free.
+ */
+int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
+                    size_t errlen);
+void wk_config_free(wk_config *cfg);
+
+#endif
