@@ -31,8 +31,9 @@ void wk_http_free(wk_http *h);
  * when t's cancel check fired during the request. */
 void wk_http_run(wk_http *h, const wk_task *t, wk_result *r);
 
-/* Parse a Retry-After value (delta-seconds or IMF-fixdate) relative to
- * now_epoch_s; -1 when unparseable. Exposed for unit tests. */
+/* Parse a Retry-After value (delta-seconds or HTTP-date) relative to
+ * now_epoch_s, into milliseconds (capped at 1 h; 0 for a past date); -1
+ * when unparseable. Exposed for unit tests. */
 int wk_http_parse_retry_after(const char *value, long now_epoch_s);
 
 #endif
