@@ -1,0 +1,738 @@
+/*
+ * handler_exec.c: the --exec handler (handler_exec.h). Each call owns one
+ * child process from fork to reaping: its pipes, its process group and the
+ * tails of what it printed.
+ *
+ * Terms:
+ *  - leader: the child we fork. It leads its own process group (pgid ==
+ *    its pid), so one kill(-pid, ...) reaches everything it started.
+ *  - tail: the last WK_TAIL_MAX bytes of a stream; older bytes are dropped
+ *    as new ones arrive, so a chatty child costs a fixed amount of memory.
+ *  - exited: the leader has ended but is not reaped yet (a zombie). While
+ *    it is a zombie its pid, and so its group id, cannot be reused; that is
+ *    why the group is always signalled before the leader is reaped.
+ *
+ * A call is a small state machine stepped once per poll() wake-up (at most
+ * every 100 ms while a cancel check is set):
+ *
+ *   RUNNING      - stdin fed, stdout/stderr read, deadline and cancel watched
+ *   TERMINATING  - timeout or cancel: SIGTERM sent to the group; SIGKILL to
+ *                  the group at kill_at_ms
+ *   LINGERING    - the leader died of the SIGTERM; the rest of the group
+ *                  keeps the rest of the grace to clean up. It ends early
+ *                  once our pipes are at EOF (the usual sign that nobody
+ *                  is left), else the group gets SIGKILL at kill_at_ms
+ *   KILLING      - SIGKILL sent; waiting for the leader to die
+ *   EXITED       - the leader ended and the rest of the group got SIGKILL;
+ *                  the pipes are drained until EOF or drain_until_ms, then
+ *                  the leader is reaped
+ *
+ * Decisions:
+ *  - fork + execvpe, no shell. argv and envp are built before fork(): the
+ *    worker has other threads, so the child may only make async-signal-safe
+ *    calls (no malloc, no setenv) until exec. glibc's execvpe searches PATH
+ *    with stack buffers only, so it is safe there too.
+ *  - Exec failures travel back over a close-on-exec status pipe: EOF means
+ *    the exec happened, a child_report means it did not.
+ *  - Every fd we create is O_CLOEXEC; the child also marks every fd above 2
+ *    close-on-exec (close_range), so it inherits none of the worker's
+ *    database or HTTP sockets even if another module forgot the flag.
+ *  - The child starts with default signal dispositions and an empty mask,
+ *    whatever the worker ignores or blocks (a worker that ignores SIGPIPE
+ *    must not hand that to `yes | head`).
+ *  - SIGPIPE: a child may close stdin before reading the payload. Instead
+ *    of changing the process-wide disposition (which belongs to the
+ *    program, not to a handler), SIGPIPE is blocked in the calling thread
+ *    for the call; a SIGPIPE our own write raised is consumed with
+ *    sigtimedwait() before the mask is restored, so it is never delivered.
+ *    Our write sees EPIPE and stops feeding stdin; that is not an error.
+ *  - Leftovers: when the leader ends by itself, whatever is left in its
+ *    group gets SIGKILL at once, whatever the exit status: an item's
+ *    processes end with the item, or a forgotten background process would
+ *    escape the timeout and the worker's shutdown. (On timeout or cancel
+ *    the group got SIGTERM with the leader and keeps the grace, see
+ *    LINGERING.) A process that must outlive its item has to leave the
+ *    group (setsid). Such an escapee may still hold our pipes open, so
+ *    after the group is killed we read for at most EXEC_DRAIN_MS more.
+ *  - Only our own pid is ever waited for (other threads run other
+ *    children): waitid(WNOWAIT) to notice the end, waitpid(pid) to reap.
+ */
+#define _GNU_SOURCE /* execvpe, pipe2, close_range, sigabbrev_np */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "handler_exec.h"
+
+#define EXEC_CANCEL_POLL_MS 100 /* cancel check period (task.h) */
+#define EXEC_EXIT_POLL_MS 20    /* exit check period without a pidfd */
+#define EXEC_DRAIN_MS 250       /* reading after the leader ended */
+#define EXEC_DEFAULT_GRACE_MS 5000
+#define EXEC_READ_CHUNK 8192
+
+typedef enum exec_state {
+  EX_RUNNING,     /* working: stdin fed, outputs read */
+  EX_TERMINATING, /* SIGTERM sent to the group; SIGKILL at kill_at_ms */
+  EX_LINGERING,   /* leader dead; the rest of the group until kill_at_ms */
+  EX_KILLING,     /* SIGKILL sent; waiting for the leader to die */
+  EX_EXITED       /* leader is a zombie; draining until drain_until_ms */
+} exec_state;
+
+/* Why the call stopped the child; the first reason wins. */
+typedef enum exec_stop {
+  STOP_NONE,    /* the leader ended by itself */
+  STOP_TIMEOUT, /* cfg->timeout_ms passed */
+  STOP_CANCEL   /* t->cancelled said so */
+} exec_stop;
+
+/* What the child sends over the status pipe when it cannot exec. */
+typedef enum child_step { STEP_SETPGID, STEP_FDS, STEP_EXEC } child_step;
+typedef struct child_report {
+  int step; /* child_step that failed */
+  int err;  /* its errno */
+} child_report;
+
+typedef struct tail {
+  char buf[WK_TAIL_MAX];
+  size_t len;     /* bytes kept, <= WK_TAIL_MAX */
+  bool truncated; /* older bytes were dropped */
+} tail;
+
+typedef struct exec_call {
+  const wk_exec_cfg *cfg;
+  const wk_task *t;
+  char **argv;        /* cfg->argv + item id; strings borrowed */
+  char **envp;        /* environ minus our names + env_own; array owned */
+  char *env_own[3];   /* ONCEQ_ITEM_ID=, ONCEQ_QUEUE=, ONCEQ_ATTEMPT= */
+  pid_t pid;          /* the leader; -1 before fork and after reaping */
+  int pidfd;          /* readable when the leader ends; -1: not available */
+  int in_fd;          /* our end of the child's stdin; -1 once closed */
+  int out_fd, err_fd; /* our ends of stdout/stderr; -1 at EOF */
+  const char *payload;
+  size_t payload_len, payload_off; /* bytes; off = already written */
+  bool got_epipe;                  /* our write raised SIGPIPE */
+  exec_state st;
+  exec_stop stop;
+  bool sent_kill;          /* the group needed SIGKILL */
+  bool leader_done;        /* the leader ended (a zombie until reaped) */
+  bool pid_lost;           /* reaped behind our back: never signal it */
+  int grace_ms;            /* SIGTERM -> SIGKILL delay */
+  uint64_t deadline_ms;    /* monotonic; 0: no timeout */
+  uint64_t kill_at_ms;     /* monotonic; TERMINATING and LINGERING */
+  uint64_t drain_until_ms; /* monotonic; valid in EX_EXITED */
+  int status;              /* waitpid status once reaped */
+  bool status_known;       /* false: someone else reaped the leader */
+  tail out, err;
+} exec_call;
+
+static void close_fd(int *fd)
+{
+  if (*fd >= 0) {
+    close(*fd);
+    *fd = -1;
+  }
+}
+
+/* Keep the last WK_TAIL_MAX bytes of everything appended. */
+static void tail_add(tail *t, const char *p, size_t n)
+{
+  if (n >= WK_TAIL_MAX) {
+    t->truncated = t->truncated || t->len > 0 || n > WK_TAIL_MAX;
+    memcpy(t->buf, p + n - WK_TAIL_MAX, WK_TAIL_MAX);
+    t->len = WK_TAIL_MAX;
+    return;
+  }
+  if (t->len + n > WK_TAIL_MAX) {
+    size_t drop = t->len + n - WK_TAIL_MAX;
+    memmove(t->buf, t->buf + drop, t->len - drop);
+    t->len -= drop;
+    t->truncated = true;
+  }
+  memcpy(t->buf + t->len, p, n);
+  t->len += n;
+}
+
+/*
+ * Write prefix, then as much of the END of the tail as fits, into dst
+ * (size bytes, always NUL-terminated). The text becomes a C string and
+ * then a database value, so a stray NUL becomes '?' rather than silently
+ * cutting it, and a cut never starts inside a UTF-8 sequence.
+ */
+static void put_text(char *dst, size_t size, const char *prefix, const tail *t)
+{
+  size_t plen = strlen(prefix);
+  if (plen > size - 1)
+    plen = size - 1;
+  memcpy(dst, prefix, plen);
+  size_t room = size - 1 - plen;
+  size_t start = t->len > room ? t->len - room : 0;
+  if (start > 0 || t->truncated) {
+    for (int i = 0; i < 3 && start < t->len; i++) {
+      if (((unsigned char)t->buf[start] & 0xC0) != 0x80)
+        break;
+      start++;
+    }
+  }
+  size_t n = t->len - start;
+  for (size_t i = 0; i < n; i++) {
+    char ch = t->buf[start + i];
+    dst[plen + i] = ch == '\0' ? '?' : ch;
+  }
+  dst[plen + n] = '\0';
+}
+
+/* "cannot run CMD: <what>: <strerror>" into r->error, outcome failed. */
+static void start_error(wk_result *r, const char *cmd, const char *what,
+                        int err)
+{
+  char buf[128];
+  const char *msg = strerror_r(err, buf, sizeof buf); /* GNU variant */
+  r->outcome = WK_FAILED;
+  snprintf(r->error, sizeof r->error, "cannot run %s: %s%s%s", cmd,
+           what ? what : "", what ? ": " : "", msg);
+}
+
+/* "NAME=value", malloc'd; NULL on out-of-memory. */
+static char *env_pair(const char *name, const char *value)
+{
+  size_t n = strlen(name) + 1 + strlen(value) + 1;
+  char *s = malloc(n);
+  if (s)
+    snprintf(s, n, "%s=%s", name, value);
+  return s;
+}
+
+static bool env_is_ours(const char *entry)
+{
+  static const char *const names[] = {
+      "ONCEQ_ITEM_ID=", "ONCEQ_QUEUE=", "ONCEQ_ATTEMPT="};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strncmp(entry, names[i], strlen(names[i])) == 0)
+      return true;
+  }
+  return false;
+}
+
+/*
+ * Build argv (the command, then the item id) and envp (the worker's
+ * environment with our three variables replacing any inherited ones).
+ * Called before fork because the child may not allocate. Reading environ
+ * here assumes, as every threaded program must, that nobody calls setenv
+ * once threads run. Returns 0, or -1 on out-of-memory.
+ */
+static int build_args(exec_call *c)
+{
+  const oq_item *it = c->t->item;
+  char attempt[16];
+  size_t argc = 0, envc = 0;
+
+  while (c->cfg->argv[argc])
+    argc++;
+  c->argv = calloc(argc + 2, sizeof *c->argv);
+  if (!c->argv)
+    return -1;
+  for (size_t i = 0; i < argc; i++)
+    c->argv[i] = c->cfg->argv[i];
+  /* execvpe takes char *const[]; the strings are never written. */
+  c->argv[argc] = (char *)it->id;
+
+  snprintf(attempt, sizeof attempt, "%d", it->attempt);
+  c->env_own[0] = env_pair("ONCEQ_ITEM_ID", it->id);
+  c->env_own[1] = env_pair("ONCEQ_QUEUE", it->queue ? it->queue : "");
+  c->env_own[2] = env_pair("ONCEQ_ATTEMPT", attempt);
+  if (!c->env_own[0] || !c->env_own[1] || !c->env_own[2])
+    return -1;
+
+  for (char **e = environ; e && *e; e++)
+    envc++;
+  c->envp = calloc(envc + 4, sizeof *c->envp);
+  if (!c->envp)
+    return -1;
+  size_t n = 0;
+  for (size_t i = 0; i < envc; i++) {
+    if (!env_is_ours(environ[i]))
+      c->envp[n++] = environ[i];
+  }
+  for (size_t i = 0; i < 3; i++)
+    c->envp[n++] = c->env_own[i];
+  return 0;
+}
+
+/*
+ * The child, between fork and exec. Only async-signal-safe calls: the
+ * other threads' locks (malloc's too) were copied in whatever state they
+ * happened to be. fds: stdin read end, stdout and stderr write ends, the
+ * status pipe's write end. Never returns.
+ */
+static _Noreturn void child_run(const exec_call *c, int fds[4])
+{
+  child_report rep = {STEP_FDS, 0};
+  struct sigaction dfl = {.sa_handler = SIG_DFL};
+  sigset_t none;
+
+  /* A pipe fd may be 0..2 if the worker runs with those closed; move it
+   * out of the way so the dup2 calls below cannot clobber it. */
+  for (int i = 0; i < 4; i++) {
+    if (fds[i] < 3) {
+      fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+      if (fds[i] < 0)
+        goto fail;
+    }
+  }
+  /* Handlers run until exec; reset them (and inherited SIG_IGN) before
+   * the mask the parent set up for fork() is lifted. */
+  for (int sig = 1; sig < NSIG; sig++) {
+    if (sig != SIGKILL && sig != SIGSTOP)
+      (void)sigaction(sig, &dfl, NULL); /* glibc-reserved ones: EINVAL */
+  }
+  rep.step = STEP_SETPGID;
+  if (setpgid(0, 0) < 0)
+    goto fail;
+  rep.step = STEP_FDS;
+  for (int i = 0; i < 3; i++) {
+    if (dup2(fds[i], i) < 0)
+      goto fail;
+  }
+  /* Best effort (Linux >= 5.11): our own fds are O_CLOEXEC already. */
+  (void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  rep.step = STEP_EXEC;
+  execvpe(c->argv[0], c->argv, c->envp);
+fail:
+  rep.err = errno;
+  if (write(fds[3], &rep, sizeof rep) < 0) {
+    /* nothing left to report it to */
+  }
+  _exit(127);
+}
+
+/*
+ * SIGPIPE guard for the calling thread (see "Decisions" above): block it
+ * for the call; at the end swallow the one our write raised, unless one
+ * was already pending before the call (that one is not ours to eat).
+ */
+typedef struct sigpipe_guard {
+  sigset_t old; /* the thread's mask before the call */
+  bool active;
+  bool was_pending;
+} sigpipe_guard;
+
+static void sigpipe_block(sigpipe_guard *g)
+{
+  sigset_t set, pending;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  g->active = pthread_sigmask(SIG_BLOCK, &set, &g->old) == 0;
+  sigemptyset(&pending);
+  g->was_pending =
+      sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+}
+
+static void sigpipe_restore(sigpipe_guard *g, bool got_epipe)
+{
+  if (!g->active)
+    return;
+  if (got_epipe && !g->was_pending) {
+    sigset_t set;
+    struct timespec zero = {0, 0};
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+/* Signal the leader's group, unless its id may belong to someone else. */
+static void signal_group(exec_call *c, int sig)
+{
+  if (!c->pid_lost)
+    (void)kill(-c->pid, sig);
+}
+
+/* True once the leader has ended; it stays a zombie (WNOWAIT) so its
+ * group id stays reserved until we reap it. */
+static bool leader_ended(exec_call *c)
+{
+  siginfo_t si;
+  int rc;
+  memset(&si, 0, sizeof si);
+  do {
+    rc = waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT);
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) {
+    /* ECHILD: the program set SIGCHLD to SIG_IGN, so the kernel reaped
+     * the leader and its id is free for reuse. */
+    c->pid_lost = true;
+    return true;
+  }
+  return si.si_pid == c->pid;
+}
+
+/* Timeout or cancel: SIGTERM the whole group, stop feeding stdin. */
+static void begin_termination(exec_call *c, exec_stop why, uint64_t now)
+{
+  c->stop = why;
+  signal_group(c, SIGTERM);
+  close_fd(&c->in_fd);
+  c->kill_at_ms = now + (uint64_t)c->grace_ms;
+  c->st = EX_TERMINATING;
+}
+
+/* Write what the pipe takes now; EPIPE means the child closed stdin. */
+static void feed_stdin(exec_call *c)
+{
+  size_t left = c->payload_len - c->payload_off;
+  ssize_t n = write(c->in_fd, c->payload + c->payload_off, left);
+  if (n > 0) {
+    c->payload_off += (size_t)n;
+    if (c->payload_off == c->payload_len)
+      close_fd(&c->in_fd); /* EOF: the child may stop reading */
+    return;
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return;
+  if (n < 0 && errno == EPIPE)
+    c->got_epipe = true;
+  close_fd(&c->in_fd); /* the child does not want the rest */
+}
+
+/* One read from a readable stream into its tail; closes it at EOF. */
+static void drain_once(int *fd, tail *t)
+{
+  char chunk[EXEC_READ_CHUNK];
+  ssize_t n = read(*fd, chunk, sizeof chunk);
+  if (n > 0)
+    tail_add(t, chunk, (size_t)n);
+  else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+    close_fd(fd);
+}
+
+/* Poll timeout: the smaller of cur (-1: none) and ms_left. */
+static int shorter(int cur, uint64_t until, uint64_t now)
+{
+  uint64_t left = until > now ? until - now : 0;
+  if (left > INT32_MAX)
+    left = INT32_MAX;
+  if (cur < 0 || (int)left < cur)
+    return (int)left;
+  return cur;
+}
+
+/* SIGKILL the group (the zombie leader keeps its id reserved) and read
+ * what is left for at most drain_ms. `late`: someone outlived the grace. */
+static void kill_group(exec_call *c, bool late, uint64_t now, int drain_ms)
+{
+  signal_group(c, SIGKILL);
+  c->sent_kill = c->sent_kill || late;
+  c->drain_until_ms = now + (uint64_t)drain_ms;
+  c->st = EX_EXITED;
+}
+
+/* Step the state machine until the leader is reaped. */
+static void supervise(exec_call *c)
+{
+  for (;;) {
+    uint64_t now = oq_monotonic_ms();
+
+    if (!c->leader_done && leader_ended(c)) {
+      c->leader_done = true;
+      close_fd(&c->in_fd);
+      if (c->st == EX_TERMINATING)
+        c->st = EX_LINGERING;
+      else if (c->st != EX_EXITED)
+        kill_group(c, false, now, EXEC_DRAIN_MS); /* leftovers end now */
+    }
+    switch (c->st) {
+    case EX_RUNNING:
+      if (c->t->cancelled && c->t->cancelled(c->t->cancel_ctx))
+        begin_termination(c, STOP_CANCEL, now);
+      else if (c->deadline_ms && now >= c->deadline_ms)
+        begin_termination(c, STOP_TIMEOUT, now);
+      break;
+    case EX_TERMINATING:
+      if (now >= c->kill_at_ms) {
+        signal_group(c, SIGKILL);
+        c->sent_kill = true;
+        c->st = EX_KILLING;
+      }
+      break;
+    case EX_LINGERING:
+      /* Pipes at EOF: the group is most likely gone; the SIGKILL is only
+       * for members that closed or redirected their output. */
+      if (c->out_fd < 0 && c->err_fd < 0)
+        kill_group(c, false, now, 0);
+      else if (now >= c->kill_at_ms)
+        kill_group(c, true, now, EXEC_DRAIN_MS);
+      break;
+    case EX_KILLING:
+      break;
+    case EX_EXITED:
+      if ((c->out_fd < 0 && c->err_fd < 0) || now >= c->drain_until_ms)
+        goto reap;
+      break;
+    }
+
+    int wait_ms = -1;
+    switch (c->st) {
+    case EX_RUNNING:
+      if (c->t->cancelled)
+        wait_ms = EXEC_CANCEL_POLL_MS;
+      if (c->deadline_ms)
+        wait_ms = shorter(wait_ms, c->deadline_ms, now);
+      break;
+    case EX_TERMINATING:
+    case EX_LINGERING:
+      wait_ms = shorter(wait_ms, c->kill_at_ms, now);
+      break;
+    case EX_KILLING:
+      break;
+    case EX_EXITED:
+      wait_ms = shorter(wait_ms, c->drain_until_ms, now);
+      break;
+    }
+    if (c->pidfd < 0 && !c->leader_done &&
+        (wait_ms < 0 || wait_ms > EXEC_EXIT_POLL_MS))
+      wait_ms = EXEC_EXIT_POLL_MS;
+
+    struct pollfd p[4] = {
+        {.fd = c->in_fd, .events = POLLOUT},
+        {.fd = c->out_fd, .events = POLLIN},
+        {.fd = c->err_fd, .events = POLLIN},
+        {.fd = c->leader_done ? -1 : c->pidfd, .events = POLLIN},
+    };
+    int n = poll(p, 4, wait_ms);
+    if (n < 0 && errno != EINTR) {
+      /* Cannot happen with valid fds; avoid a busy loop regardless. */
+      (void)poll(NULL, 0, EXEC_EXIT_POLL_MS);
+      continue;
+    }
+    if (n <= 0)
+      continue;
+    if (c->in_fd >= 0 && (p[0].revents & (POLLOUT | POLLERR | POLLHUP)))
+      feed_stdin(c);
+    if (c->out_fd >= 0 && (p[1].revents & (POLLIN | POLLERR | POLLHUP)))
+      drain_once(&c->out_fd, &c->out);
+    if (c->err_fd >= 0 && (p[2].revents & (POLLIN | POLLERR | POLLHUP)))
+      drain_once(&c->err_fd, &c->err);
+    /* pidfd readiness needs no action: the next leader_ended() sees it. */
+  }
+
+reap:
+  while (!c->pid_lost) {
+    pid_t w = waitpid(c->pid, &c->status, 0);
+    if (w == c->pid) {
+      c->status_known = true;
+      break;
+    }
+    if (w < 0 && errno != EINTR)
+      break; /* ECHILD: see leader_ended */
+  }
+  c->pid = -1;
+}
+
+/* "exit status 3", "killed by signal 9 (SIGKILL)", ... */
+static void describe_status(const exec_call *c, char *buf, size_t size)
+{
+  int s = c->status;
+  if (!c->status_known) {
+    snprintf(buf, size, "exit status unknown (SIGCHLD is ignored)");
+  } else if (WIFEXITED(s)) {
+    snprintf(buf, size, "exit status %d", WEXITSTATUS(s));
+  } else if (WIFSIGNALED(s)) {
+    const char *abbrev = sigabbrev_np(WTERMSIG(s));
+    snprintf(buf, size, "killed by signal %d (SIG%s)%s", WTERMSIG(s),
+             abbrev ? abbrev : "?", WCOREDUMP(s) ? ", core dumped" : "");
+  } else {
+    snprintf(buf, size, "wait status %d", s);
+  }
+}
+
+/* Turn the ended call into r (see handler_exec.h for the texts). */
+static void fill_result(const exec_call *c, wk_result *r)
+{
+  char reason[160];
+  char grace[64] = "";
+
+  if (c->sent_kill)
+    snprintf(grace, sizeof grace, ", SIGKILL after %d ms grace", c->grace_ms);
+  switch (c->stop) {
+  case STOP_CANCEL:
+    r->outcome = WK_ABANDONED;
+    snprintf(reason, sizeof reason, "cancelled%s", grace);
+    break;
+  case STOP_TIMEOUT:
+    r->outcome = WK_FAILED;
+    snprintf(reason, sizeof reason, "timed out after %d ms%s",
+             c->cfg->timeout_ms, grace);
+    break;
+  case STOP_NONE:
+  default:
+    if (c->status_known && WIFEXITED(c->status) &&
+        WEXITSTATUS(c->status) == 0) {
+      r->outcome = WK_OK;
+      reason[0] = '\0';
+    } else {
+      r->outcome = WK_FAILED;
+      describe_status(c, reason, sizeof reason);
+    }
+    break;
+  }
+  put_text(r->output, sizeof r->output, "", &c->out);
+  if (r->outcome == WK_OK) {
+    r->error[0] = '\0';
+    return;
+  }
+  if (c->err.len > 0) {
+    size_t n = strlen(reason);
+    snprintf(reason + n, sizeof reason - n, ": ");
+  }
+  put_text(r->error, sizeof r->error, reason, &c->err);
+}
+
+int wk_exec_run(const wk_exec_cfg *cfg, const wk_task *t, wk_result *r)
+{
+  int rc = -1;
+  exec_call *c = NULL;
+  int in_p[2] = {-1, -1}, out_p[2] = {-1, -1}, err_p[2] = {-1, -1};
+  int st_p[2] = {-1, -1};
+  sigpipe_guard guard = {.active = false};
+  const char *cmd = cfg && cfg->argv && cfg->argv[0] ? cfg->argv[0] : "";
+
+  wk_result_init(r);
+  if (!cfg || !cfg->argv || !cfg->argv[0] || !t || !t->item) {
+    snprintf(r->error, sizeof r->error, "exec handler: no command or item");
+    goto out;
+  }
+  /* Heap, not stack: two tails plus state is ~8 KiB per call. */
+  c = calloc(1, sizeof *c);
+  if (!c) {
+    start_error(r, cmd, NULL, ENOMEM);
+    goto out;
+  }
+  c->cfg = cfg;
+  c->t = t;
+  c->pid = -1;
+  c->pidfd = c->in_fd = c->out_fd = c->err_fd = -1;
+  c->grace_ms =
+      cfg->kill_grace_ms > 0 ? cfg->kill_grace_ms : EXEC_DEFAULT_GRACE_MS;
+  c->payload = t->item->payload ? t->item->payload : "";
+  c->payload_len = strlen(c->payload);
+  if (build_args(c) < 0) {
+    start_error(r, cmd, NULL, ENOMEM);
+    goto out;
+  }
+
+  if (pipe2(in_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 ||
+      pipe2(err_p, O_CLOEXEC) < 0 || pipe2(st_p, O_CLOEXEC) < 0) {
+    start_error(r, cmd, "pipe", errno);
+    goto out;
+  }
+  /* Our ends never block: poll() decides when to read or write. */
+  if (fcntl(in_p[1], F_SETFL, O_NONBLOCK) < 0 ||
+      fcntl(out_p[0], F_SETFL, O_NONBLOCK) < 0 ||
+      fcntl(err_p[0], F_SETFL, O_NONBLOCK) < 0) {
+    start_error(r, cmd, "fcntl", errno);
+    goto out;
+  }
+
+  sigpipe_block(&guard);
+  /* All signals blocked across fork: no worker handler may run in the
+   * child before it has reset the dispositions. */
+  sigset_t all, before_fork;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before_fork);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fds[4] = {in_p[0], out_p[1], err_p[1], st_p[1]};
+    child_run(c, fds);
+  }
+  int fork_err = errno;
+  pthread_sigmask(SIG_SETMASK, &before_fork, NULL);
+  if (pid < 0) {
+    start_error(r, cmd, "fork", fork_err);
+    goto out;
+  }
+  c->pid = pid;
+  close_fd(&in_p[0]);
+  close_fd(&out_p[1]);
+  close_fd(&err_p[1]);
+  close_fd(&st_p[1]);
+
+  /* EOF: the exec happened (the pipe was close-on-exec). A report: it
+   * did not, and the child is about to _exit(127). */
+  child_report rep;
+  ssize_t n;
+  do {
+    n = read(st_p[0], &rep, sizeof rep);
+  } while (n < 0 && errno == EINTR);
+  if (n == (ssize_t)sizeof rep) {
+    /* An exec error reads best bare: "cannot run x: No such file...". */
+    const char *step = rep.step == STEP_SETPGID ? "setpgid"
+                       : rep.step == STEP_FDS   ? "redirect"
+                                                : NULL;
+    while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    c->pid = -1;
+    start_error(r, cmd, step, rep.err);
+    goto out;
+  }
+  close_fd(&st_p[0]);
+
+  c->in_fd = in_p[1];
+  c->out_fd = out_p[0];
+  c->err_fd = err_p[0];
+  in_p[1] = out_p[0] = err_p[0] = -1;
+  if (c->payload_len == 0)
+    close_fd(&c->in_fd);
+  /* Without a pidfd (old kernel, seccomp) supervise() polls waitid. */
+  c->pidfd = pidfd_open(c->pid, 0);
+  c->deadline_ms =
+      cfg->timeout_ms > 0 ? oq_monotonic_ms() + (uint64_t)cfg->timeout_ms : 0;
+  c->st = EX_RUNNING;
+  c->stop = STOP_NONE;
+
+  supervise(c);
+  fill_result(c, r);
+  rc = 0;
+
+out:
+  if (c && c->pid > 0) {
+    /* Defensive: no path jumps here with a live child today; if one is
+     * added, the child must not outlive the call. */
+    (void)kill(-c->pid, SIGKILL);
+    while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (guard.active)
+    sigpipe_restore(&guard, c && c->got_epipe);
+  for (int i = 0; i < 2; i++) {
+    close_fd(&in_p[i]);
+    close_fd(&out_p[i]);
+    close_fd(&err_p[i]);
+    close_fd(&st_p[i]);
+  }
+  if (c) {
+    close_fd(&c->pidfd);
+    close_fd(&c->in_fd);
+    close_fd(&c->out_fd);
+    close_fd(&c->err_fd);
+    free(c->argv);
+    free(c->envp);
+    for (int i = 0; i < 3; i++)
+      free(c->env_own[i]);
+    free(c);
+  }
+  return rc;
+}
