@@ -1,0 +1,706 @@
+#!/usr/bin/env bash
+# test/run.sh: the one command that builds onceq and runs its whole test suite.
+#
+#   ./test/run.sh [--quick] [--dsn CONNINFO] [--filter REGEX] [-h|--help]
+#
+# It works on a fresh Debian 12 clone as root (CI runs `bash .ci/run`, which
+# execs this script, with CI=true and no stdin), from any working directory:
+#   1. installs the Debian packages in ONCEQ_APT_PACKAGES that are missing
+#      (apt-get update runs once, and only if something must be installed);
+#   2. builds build/default, build/asan (address,undefined) and build/tsan
+#      (thread), all with -DONCEQ_WERROR=ON;
+#   3. starts a throwaway PostgreSQL 15 on 127.0.0.1 on a free port, its data
+#      directory in a mktemp folder (run as the `postgres` user when we are
+#      root); a trap stops it and removes the folder on any exit, Ctrl-C too;
+#   4. runs the ctest passes below and keeps going when one fails;
+#   5. prints a table of the passes and, as its last line,
+#      "N passed, N failed" (tests summed over all passes; skipped tests are
+#      in the table only). Exit status: 0 only if every build and every test
+#      passed.
+#
+# Passes (ctest --output-on-failure --timeout 600, label regexes with -L):
+#   1 default  unit                                   (must run >= 1 test)
+#   2 default  integration + readme, read committed   (must run >= 1 test)
+#   3 default  integration, serializable
+#   4 asan     unit + integration, read committed, without label slow
+#   5 tsan     unit + integration, serializable,   without label slow
+# Labels: unit (no database), integration (needs ONCEQ_TEST_DSN), readme
+# (checks the README's commands; default build, read committed only), slow
+# (skipped by the sanitizer passes).
+#
+# Options:
+#   --quick           only the default build: passes 1-3.
+#   --dsn CONNINFO    start no server; run against this external database
+#                     (key=value conninfo: the harness appends " dbname=X"
+#                     for each test's private database, so the role needs
+#                     CREATEDB). ONCEQ_TEST_PW_DSN, ONCEQ_TEST_PW_PASSWORD,
+#                     ONCEQ_TEST_PGDATA, ONCEQ_TEST_PGPORT, ONCEQ_TEST_PGLOG
+#                     and ONCEQ_TEST_PGOSUSER stay unset, so the tests that
+#                     need them (wrong password, pg_ctl restarts) skip.
+#   --filter REGEX    only tests whose name matches (ctest -R). With a
+#                     filter, a pass may match nothing; the run then only
+#                     needs one test in all.
+#   -h, --help        this text.
+#
+# What the tests get in their environment:
+#   ONCEQ_TEST_DSN         admin conninfo (superuser postgres, trust auth)
+#   ONCEQ_TEST_ISOLATION   "read committed" or "serializable"
+#   ONCEQ_TEST_PW_DSN      conninfo of role onceq_pw, which needs a password
+#                          (scram-sha-256); no password in it
+#   ONCEQ_TEST_PW_PASSWORD the right password for onceq_pw
+#   ONCEQ_TEST_PGBIN       /usr/lib/postgresql/15/bin
+#   ONCEQ_TEST_PGDATA      the server's data directory
+#   ONCEQ_TEST_PGPORT      the server's port (also in postgresql.conf, so a
+#                          plain `pg_ctl -D "$ONCEQ_TEST_PGDATA" start` works)
+#   ONCEQ_TEST_PGLOG       the server's log file: pass it as pg_ctl -l when
+#                          restarting, else the postmaster keeps the test's
+#                          stdout open and ctest waits for it
+#   ONCEQ_TEST_PGOSUSER    the OS user that must run pg_ctl ("postgres" when
+#                          we run as root: `runuser -u postgres -- pg_ctl ...`;
+#                          empty when it is the current user)
+#   ONCEQ_TEST_SRC         the repository root
+#   ONCEQ_TEST_BUILD       the build directory of the pass
+#   ONCEQ_TEST_PYTHON      a python3 that can `import psycopg`; when the
+#                          python3 first on PATH cannot, PATH gets a shim so
+#                          that `python3` is this one
+# Logs: build/test-logs/ (each build and pass, and the server's log).
+set -euo pipefail
+
+# Debian packages the build and the tests need. Add to this list.
+# (libc6-dev: gcc only recommends it, and cc cannot link without it;
+# libmicrohttpd-dev: the worker's metrics endpoint.)
+ONCEQ_APT_PACKAGES="cmake gcc libc6-dev make pkg-config libpq-dev
+  postgresql-15 postgresql-client-15 python3 python3-psycopg nodejs npm
+  libcurl4-openssl-dev libmicrohttpd-dev uuid-runtime"
+
+PGBIN=/usr/lib/postgresql/15/bin
+CTEST_TIMEOUT_S=600
+BUILD_JOBS=2
+
+# name; cmake -D options; CMAKE_BUILD_TYPE
+BUILD_DEFS=(
+  "default;;RelWithDebInfo"
+  "asan;-DONCEQ_SANITIZER=address,undefined;Debug"
+  "tsan;-DONCEQ_SANITIZER=thread;Debug"
+)
+# number; build; title; -L regex; -LE regex; isolation; 0 tests = failure
+PASS_DEFS=(
+  "1;default;unit;^unit\$;;read committed;1"
+  "2;default;integration+readme, read committed;^(integration|readme)\$;;read committed;1"
+  "3;default;integration, serializable;^integration\$;;serializable;0"
+  "4;asan;unit+integration, read committed;^(unit|integration)\$;^slow\$;read committed;0"
+  "5;tsan;unit+integration, serializable;^(unit|integration)\$;^slow\$;serializable;0"
+)
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$ROOT"
+
+usage() {
+  sed -n '2,/^set -euo pipefail$/p' "${BASH_SOURCE[0]}" | sed '$d' |
+    sed 's/^# \{0,1\}//'
+}
+
+die() {
+  echo "test/run.sh: $*" >&2
+  exit 2
+}
+
+log() { printf '\n==> %s\n' "$*"; }
+
+# ---------------------------------------------------------------- options
+QUICK=0
+EXTERNAL_DSN=""
+FILTER=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --quick) QUICK=1 ;;
+  --dsn)
+    [ $# -ge 2 ] || die "--dsn needs a conninfo"
+    EXTERNAL_DSN=$2
+    [ -n "$EXTERNAL_DSN" ] || die "--dsn needs a non-empty conninfo"
+    shift
+    ;;
+  --dsn=*) EXTERNAL_DSN=${1#--dsn=} ;;
+  --filter)
+    [ $# -ge 2 ] || die "--filter needs a regex"
+    FILTER=$2
+    shift
+    ;;
+  --filter=*) FILTER=${1#--filter=} ;;
+  -h | --help)
+    usage
+    exit 0
+    ;;
+  *) die "unknown option '$1' (see --help)" ;;
+  esac
+  shift
+done
+
+IS_ROOT=0
+[ "$(id -u)" -eq 0 ] && IS_ROOT=1
+
+# The variables we own start clean, whatever the caller's shell had.
+unset ONCEQ_TEST_DSN ONCEQ_TEST_ISOLATION ONCEQ_TEST_PW_DSN \
+  ONCEQ_TEST_PW_PASSWORD ONCEQ_TEST_PGBIN ONCEQ_TEST_PGDATA \
+  ONCEQ_TEST_PGPORT ONCEQ_TEST_PGLOG ONCEQ_TEST_PGOSUSER ONCEQ_TEST_SRC \
+  ONCEQ_TEST_BUILD ONCEQ_TEST_PYTHON ONCEQ_DATABASE_URL DATABASE_URL \
+  ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS LSAN_OPTIONS
+
+# ---------------------------------------------------------------- packages
+# pkg_present PKG: is the package (or, for node, a working command) there?
+# The NodeSource nodejs package ships npm and conflicts with Debian's npm
+# package, so node and npm are looked up as commands.
+pkg_present() {
+  case "$1" in
+  nodejs) command -v node >/dev/null 2>&1 ;;
+  npm) command -v npm >/dev/null 2>&1 ;;
+  *)
+    [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = \
+      installed ]
+    ;;
+  esac
+}
+
+install_missing_packages() {
+  local missing=() p
+  for p in $ONCEQ_APT_PACKAGES; do
+    pkg_present "$p" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "packages: all present"
+    return 0
+  fi
+  log "installing: ${missing[*]}"
+  local sudo=()
+  if [ $IS_ROOT -eq 0 ]; then
+    command -v sudo >/dev/null 2>&1 ||
+      die "missing packages (${missing[*]}) and not root; install them"
+    sudo=(sudo -n)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    "${missing[@]}" </dev/null
+}
+
+# ---------------------------------------------------------------- server
+PG_TMP=""     # mktemp folder: data/, sockets, log
+PG_DATA=""
+PG_PORT=""
+PG_PID=""     # the postmaster we started
+PG_LOG=""
+PG_OSUSER=""  # "postgres" when we are root
+LOG_DIR="$ROOT/build/test-logs"
+
+# as_pg CMD...: run as the server's OS user, from a directory it can read
+# (initdb and pg_ctl fail when they cannot resolve the cwd).
+as_pg() {
+  if [ -n "$PG_OSUSER" ]; then
+    (cd "$PG_TMP" && runuser -u "$PG_OSUSER" -- "$@" 9>&-)
+  else
+    (cd "$PG_TMP" && "$@" 9>&-)
+  fi
+}
+
+# A port nobody listens on, below the kernel's ephemeral range.
+port_free() {
+  local port=$1
+  if command -v python3 >/dev/null 2>&1; then
+    python3 - "$port" <<'EOF' 2>/dev/null
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+finally:
+    s.close()
+EOF
+  else
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      return 1
+    fi
+  fi
+}
+
+pick_port() {
+  local port
+  for _ in $(seq 1 200); do
+    port=$((15000 + (RANDOM * 32768 + RANDOM) % 15000))
+    if port_free "$port"; then
+      echo "$port"
+      return 0
+    fi
+  done
+  die "found no free port on 127.0.0.1"
+}
+
+postmaster_pid() {
+  [ -n "$PG_DATA" ] && [ -f "$PG_DATA/postmaster.pid" ] &&
+    head -n 1 "$PG_DATA/postmaster.pid"
+}
+
+# A live (not zombie) postgres process?
+pid_is_postgres() {
+  [ -n "$1" ] && [ -r "/proc/$1/stat" ] &&
+    grep -qx 'postgres\|postmaster' "/proc/$1/comm" 2>/dev/null &&
+    ! awk '{exit !($3 == "Z")}' "/proc/$1/stat" 2>/dev/null
+}
+
+stop_server() {
+  [ -n "$PG_DATA" ] || return 0
+  local pid
+  pid=$(postmaster_pid || true)
+  if [ -n "$pid" ] || pid_is_postgres "$PG_PID"; then
+    as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -m fast -t 60 stop >/dev/null 2>&1 ||
+      true
+  fi
+  # pg_ctl failed, or the data dir's pid file is gone: stop our pids by hand.
+  # (pg_ctl returns once the pid file is gone, a moment before the exit.)
+  local p
+  for p in $pid $PG_PID; do
+    for _ in $(seq 1 50); do
+      pid_is_postgres "$p" || break
+      sleep 0.1
+    done
+    pid_is_postgres "$p" || continue
+    echo "test/run.sh: postmaster $p still runs; sending SIGQUIT" >&2
+    kill -QUIT "$p" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+      pid_is_postgres "$p" || break
+      sleep 0.1
+    done
+    if pid_is_postgres "$p"; then kill -KILL "$p" 2>/dev/null || true; fi
+  done
+  return 0
+}
+
+cleanup() {
+  local rc=$?
+  trap '' INT TERM
+  set +e
+  if [ -n "$PG_TMP" ]; then
+    stop_server
+    if [ -n "$PG_LOG" ] && [ -f "$PG_LOG" ] && [ -d "$LOG_DIR" ]; then
+      cp "$PG_LOG" "$LOG_DIR/postgres.log" 2>/dev/null
+    fi
+    rm -rf "$PG_TMP"
+  fi
+  rm -rf "${PROBE_DIR:-}"
+  exit "$rc"
+}
+# Ctrl-C reaches the whole foreground group (ctest, the test) at once; a
+# SIGTERM sent to this shell alone acts when the running build or ctest ends.
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# start_server: initdb on first call; (re)start the postmaster.
+start_server() {
+  for _ in 1 2 3 4 5; do
+    PG_PORT=$(pick_port)
+    sed -i "s/^port = .*/port = $PG_PORT/" "$PG_DATA/postgresql.conf"
+    if as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 60 start \
+      >/dev/null; then
+      PG_PID=$(postmaster_pid)
+      echo "$PG_PID" >"$PG_TMP/run.sh.postmaster.pid"
+      echo "postgres: pid $PG_PID, 127.0.0.1:$PG_PORT, data $PG_DATA"
+      return 0
+    fi
+    if grep -q 'could not bind\|Address already in use' "$PG_LOG"; then
+      echo "port $PG_PORT was taken meanwhile; trying another" >&2
+      continue
+    fi
+    break
+  done
+  echo "test/run.sh: PostgreSQL did not start; its log:" >&2
+  tail -n 50 "$PG_LOG" >&2 || true
+  return 1
+}
+
+setup_server() {
+  [ -x "$PGBIN/initdb" ] || die "no $PGBIN/initdb (is postgresql-15 installed?)"
+  PG_TMP=$(mktemp -d /tmp/onceq-pg.XXXXXX)
+  PG_DATA="$PG_TMP/data"
+  PG_LOG="$PG_TMP/postgres.log"
+  if [ $IS_ROOT -eq 1 ]; then
+    id postgres >/dev/null 2>&1 || die "no OS user 'postgres' to run the server"
+    PG_OSUSER=postgres
+    chown postgres: "$PG_TMP"
+  fi
+  chmod 700 "$PG_TMP"
+
+  log "starting PostgreSQL 15 in $PG_TMP"
+  as_pg "$PGBIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 \
+    --no-locale --no-sync >"$LOG_DIR/initdb.log" 2>&1 ||
+    { cat "$LOG_DIR/initdb.log" >&2; return 1; }
+  as_pg touch "$PG_LOG"
+  # Settings live in the file, so a test's plain `pg_ctl start` keeps them.
+  # fsync stays on: benchmarks must print realistic numbers.
+  as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
+
+# ---- test/run.sh
+listen_addresses = '127.0.0.1'
+port = 0
+unix_socket_directories = '$PG_TMP'
+max_connections = 300
+shared_buffers = 256MB
+fsync = on
+synchronous_commit = on
+password_encryption = 'scram-sha-256'
+log_line_prefix = '%m [%p] %q%u@%d '
+log_min_messages = warning
+EOF
+  # The password role's line comes first: onceq_pw always needs its password.
+  as_pg tee "$PG_DATA/pg_hba.conf" >/dev/null <<EOF
+# TYPE  DATABASE  USER       ADDRESS        METHOD
+local   all       all                       trust
+host    all       onceq_pw   127.0.0.1/32   scram-sha-256
+host    all       postgres   127.0.0.1/32   trust
+host    all       all        127.0.0.1/32   trust
+EOF
+  start_server || return 1
+
+  PW_PASSWORD="pw-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+  "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" \
+    -U postgres -d postgres -v "pw=$PW_PASSWORD" >/dev/null <<'EOF'
+CREATE ROLE onceq_pw LOGIN CREATEDB PASSWORD :'pw';
+EOF
+  # Prove both ways in: the password works, and trust works for postgres.
+  PGPASSWORD="$PW_PASSWORD" "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 \
+    "host=127.0.0.1 port=$PG_PORT user=onceq_pw dbname=postgres" \
+    -c 'SELECT 1' >/dev/null ||
+    { echo "test/run.sh: onceq_pw cannot log in" >&2; return 1; }
+  if PGPASSWORD=wrong "$PGBIN/psql" -X -q \
+    "host=127.0.0.1 port=$PG_PORT user=onceq_pw dbname=postgres" \
+    -c 'SELECT 1' >/dev/null 2>&1; then
+    echo "test/run.sh: onceq_pw logs in with a wrong password" >&2
+    return 1
+  fi
+}
+
+# Before each pass: a fault test may have left the server stopped.
+ensure_server() {
+  [ -n "$PG_TMP" ] || return 0
+  if "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -t 5; then
+    return 0
+  fi
+  echo "test/run.sh: WARNING: the server on port $PG_PORT is down" \
+    "(a test left it stopped?); starting it again" >&2
+  stop_server
+  local port=$PG_PORT
+  if as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 60 start \
+    >/dev/null; then
+    PG_PID=$(postmaster_pid)
+    echo "$PG_PID" >>"$PG_TMP/run.sh.postmaster.pid"
+    return 0
+  fi
+  echo "test/run.sh: could not restart the server on port $port" >&2
+  return 1
+}
+
+# python3 with psycopg: Debian's python3-psycopg is for /usr/bin/python3,
+# which a pyenv or venv python3 first on PATH does not see.
+setup_python() {
+  local py
+  for py in "$(command -v python3 || true)" /usr/bin/python3; do
+    if [ -z "$py" ] || [ ! -x "$py" ]; then continue; fi
+    if "$py" -c 'import psycopg' >/dev/null 2>&1; then
+      export ONCEQ_TEST_PYTHON=$py
+      break
+    fi
+  done
+  if [ -z "${ONCEQ_TEST_PYTHON:-}" ]; then
+    echo "test/run.sh: WARNING: no python3 can import psycopg" >&2
+    return 0
+  fi
+  if [ "$ONCEQ_TEST_PYTHON" != "$(command -v python3 || true)" ]; then
+    mkdir -p "$ROOT/build/test-bin"
+    ln -sf "$ONCEQ_TEST_PYTHON" "$ROOT/build/test-bin/python3"
+    export PATH="$ROOT/build/test-bin:$PATH"
+    echo "python3 for tests: $ONCEQ_TEST_PYTHON (shim in build/test-bin)"
+  fi
+}
+
+# ---------------------------------------------------------------- builds
+declare -A BUILD_OK=()   # name -> 1 built / 0 failed
+declare -A BUILD_WHY=()  # name -> why it failed
+BUILD_ORDER=()
+PROBE_DIR=""
+
+build_field() {
+  local name=$1 idx=$2 def
+  for def in "${BUILD_DEFS[@]}"; do
+    IFS=';' read -r -a f <<<"$def"
+    if [ "${f[0]}" = "$name" ]; then
+      echo "${f[$idx]:-}"
+      return 0
+    fi
+  done
+  return 1
+}
+
+do_build() {
+  local name=$1 opts type dir blog
+  opts=$(build_field "$name" 1)
+  type=$(build_field "$name" 2)
+  dir="$ROOT/build/$name"
+  blog="$LOG_DIR/build-$name.log"
+  BUILD_ORDER+=("$name")
+  log "build $name ($type${opts:+ $opts})"
+  local t0=$SECONDS rc=0
+  # shellcheck disable=SC2086 # opts is a list of -D words
+  {
+    cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE="$type" \
+      -DONCEQ_WERROR=ON -DONCEQ_SANITIZER= $opts &&
+      cmake --build "$dir" -j"$BUILD_JOBS"
+  } 2>&1 | tee "$blog" || rc=$?
+  if [ $rc -ne 0 ]; then
+    BUILD_OK[$name]=0
+    BUILD_WHY[$name]="build failed (log: build/test-logs/build-$name.log)"
+    echo "test/run.sh: BUILD FAILED: $name" >&2
+    return 1
+  fi
+  echo "build $name: ok ($((SECONDS - t0))s)"
+  BUILD_OK[$name]=1
+  sanitizer_probe "$name"
+}
+
+# Environment that every test in a build gets: sets the array BUILD_ENV.
+build_env() {
+  case "$1" in
+  asan)
+    BUILD_ENV=("ASAN_OPTIONS=detect_leaks=1:abort_on_error=1"
+      "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+    ;;
+  tsan) BUILD_ENV=("TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1") ;;
+  *) BUILD_ENV=() ;;
+  esac
+}
+
+# A sanitizer build whose runtime cannot start here (kernel ASLR too high
+# for TSan, ptrace or /proc limits for LSan) must fail loudly, not as a
+# wall of test crashes nor as a silent skip.
+sanitizer_probe() {
+  local name=$1 opts san
+  opts=$(build_field "$name" 1)
+  san=$(sed -n 's/.*-DONCEQ_SANITIZER=\([^ ]*\).*/\1/p' <<<"$opts")
+  [ -n "$san" ] || return 0
+  [ -n "$PROBE_DIR" ] || PROBE_DIR=$(mktemp -d /tmp/onceq-probe.XXXXXX)
+  cat >"$PROBE_DIR/probe.c" <<'EOF'
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int shared;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static void *work(void *arg)
+{
+  pthread_mutex_lock(&mu);
+  shared++;
+  pthread_mutex_unlock(&mu);
+  return arg;
+}
+int main(void)
+{
+  pthread_t t;
+  char *p = malloc(16);
+  if (pthread_create(&t, NULL, work, p) != 0)
+    return 1;
+  pthread_join(t, NULL);
+  free(p);
+  puts("sanitizer probe ok");
+  return 0;
+}
+EOF
+  local out rc=0
+  build_env "$name"
+  out=$(
+    cd "$PROBE_DIR" &&
+      "${CC:-cc}" -fsanitize="$san" -fno-omit-frame-pointer -g -pthread \
+        probe.c -o "probe-$name" 2>&1 &&
+      env "${BUILD_ENV[@]}" "./probe-$name" 2>&1
+  ) || rc=$?
+  if [ $rc -ne 0 ]; then
+    BUILD_OK[$name]=0
+    BUILD_WHY[$name]="the $san sanitizer runtime does not start on this machine"
+    {
+      echo "test/run.sh: SANITIZER BROKEN: $name (-fsanitize=$san) cannot run"
+      echo "a trivial program here (exit $rc); this is the environment, not"
+      echo "onceq, but the pass fails rather than hide it. Its output:"
+      echo "$out" | head -n 20
+    } >&2
+    return 1
+  fi
+}
+
+# ---------------------------------------------------------------- passes
+RESULTS=()         # "num|title|build|status|passed|failed|skipped|secs"
+FAILED_TESTS=()    # "pass N: name (why)"
+TOTAL_PASSED=0
+TOTAL_FAILED=0
+TOTAL_RUN=0
+ANY_FAILURE=0
+
+# run_pass DEF: run one ctest pass and record its counts.
+run_pass() {
+  local num bld title lab excl iso must
+  IFS=';' read -r num bld title lab excl iso must <<<"$1"
+  local dir="$ROOT/build/$bld" plog="$LOG_DIR/pass$num.log"
+  if [ "${BUILD_OK[$bld]:-0}" != 1 ]; then
+    RESULTS+=("$num|$title|$bld|NOT RUN|0|0|0|0")
+    FAILED_TESTS+=("pass $num: not run: ${BUILD_WHY[$bld]:-build $bld missing}")
+    ANY_FAILURE=1
+    return 0
+  fi
+  if ! ensure_server; then
+    RESULTS+=("$num|$title|$bld|NO SERVER|0|0|0|0")
+    FAILED_TESTS+=("pass $num: not run: the PostgreSQL server is down")
+    ANY_FAILURE=1
+    return 0
+  fi
+
+  local args=(--test-dir "$dir" --output-on-failure
+    --timeout "$CTEST_TIMEOUT_S" --no-tests=ignore -L "$lab")
+  [ -n "$excl" ] && args+=(-LE "$excl")
+  [ -n "$FILTER" ] && args+=(-R "$FILTER")
+  build_env "$bld"
+  local envs=(ONCEQ_TEST_ISOLATION="$iso" ONCEQ_TEST_BUILD="$dir"
+    "${BUILD_ENV[@]}")
+  local e
+
+  log "pass $num: $title [build/$bld]"
+  echo "ctest ${args[*]}"
+  echo "env: ${envs[*]}"
+  local t0=$SECONDS rc=0
+  env "${envs[@]}" ctest "${args[@]}" </dev/null 9>&- 2>&1 |
+    tee "$plog" || rc=$?
+  local secs=$((SECONDS - t0))
+
+  # ctest's closing lines: "100% tests passed, 0 tests failed out of 12",
+  # "No tests were found!!!", and "(Skipped)" under "did not run".
+  local summary failed=0 total=0 skipped passed status=ok
+  summary=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' \
+    "$plog" | tail -n 1 || true)
+  if [ -n "$summary" ]; then
+    failed=$(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$summary")
+    total=$(sed -E 's/.*failed out of ([0-9]+).*/\1/' <<<"$summary")
+  elif ! grep -q 'No tests were found' "$plog"; then
+    status=FAIL
+    FAILED_TESTS+=("pass $num: ctest ended without a summary (exit $rc)")
+  fi
+  skipped=$(awk '/^The following tests did not run:/ {on=1; next}
+                 on && /\((Skipped|Disabled)\)[[:space:]]*$/ {n++}
+                 on && !/^[[:space:]]/ {on=0}
+                 END {print n+0}' "$plog")
+  passed=$((total - failed - skipped))
+  if [ $passed -lt 0 ]; then passed=0; fi
+  while IFS= read -r e; do
+    if [ -n "$e" ]; then FAILED_TESTS+=("pass $num:$e"); fi
+  done < <(awk '/^The following tests FAILED:/ {on=1; next}
+                on && /^[[:space:]]/ {sub(/^[[:space:]]+[0-9]+ -/, ""); print; next}
+                on {on=0}' "$plog")
+
+  if [ "$failed" -gt 0 ] || [ $rc -ne 0 ]; then
+    status=FAIL
+  fi
+  if [ $rc -ne 0 ] && [ "$failed" -eq 0 ] && [ -n "$summary" ]; then
+    FAILED_TESTS+=("pass $num: ctest exited $rc")
+  fi
+  if [ $((total - skipped)) -le 0 ] && [ "$status" = ok ]; then
+    if [ "$must" = 1 ] && [ -z "$FILTER" ]; then
+      status="FAIL (0 tests)"
+      FAILED_TESTS+=("pass $num: ran no test (none registered, or all skipped)")
+    else
+      status="ok (0 tests)"
+    fi
+  fi
+  [ "$status" = ok ] || [ "$status" = "ok (0 tests)" ] || ANY_FAILURE=1
+  TOTAL_PASSED=$((TOTAL_PASSED + passed))
+  TOTAL_FAILED=$((TOTAL_FAILED + failed))
+  TOTAL_RUN=$((TOTAL_RUN + total))
+  RESULTS+=("$num|$title|$bld|$status|$passed|$failed|$skipped|$secs")
+}
+
+print_summary() {
+  local r num title bld status passed failed skipped secs b
+  echo
+  echo "================================ onceq tests ================================"
+  printf '%-4s %-36s %-8s %-15s %6s %6s %7s %6s\n' \
+    pass what build result passed failed skipped time
+  for r in "${RESULTS[@]}"; do
+    IFS='|' read -r num title bld status passed failed skipped secs <<<"$r"
+    printf '%-4s %-36s %-8s %-15s %6s %6s %7s %5ss\n' "$num" "$title" \
+      "$bld" "$status" "$passed" "$failed" "$skipped" "$secs"
+  done
+  printf 'builds:'
+  for b in "${BUILD_ORDER[@]}"; do
+    if [ "${BUILD_OK[$b]:-0}" = 1 ]; then
+      printf ' %s ok' "$b"
+    else
+      printf ' %s FAILED' "$b"
+    fi
+  done
+  echo
+  if [ -n "$EXTERNAL_DSN" ]; then
+    echo "database: external (--dsn); password and pg_ctl tests skip"
+  fi
+  if [ ${#FAILED_TESTS[@]} -gt 0 ]; then
+    echo "failures:"
+    for r in "${FAILED_TESTS[@]}"; do
+      echo "  $r"
+    done
+  fi
+  echo "logs: build/test-logs/"
+  echo "$TOTAL_PASSED passed, $TOTAL_FAILED failed"
+}
+
+# ---------------------------------------------------------------- main
+install_missing_packages
+mkdir -p "$LOG_DIR"
+exec 9>"$ROOT/build/.run.lock"
+flock -n 9 || die "another test/run.sh is running in $ROOT"
+rm -f "$LOG_DIR"/*.log
+
+export ONCEQ_TEST_SRC="$ROOT"
+export ONCEQ_TEST_PGBIN="$PGBIN"
+setup_python
+
+if [ -n "$EXTERNAL_DSN" ]; then
+  export ONCEQ_TEST_DSN="$EXTERNAL_DSN"
+  echo "database: external (--dsn); ONCEQ_TEST_PW_* and ONCEQ_TEST_PG{DATA,PORT} unset"
+else
+  # Only our server: no libpq defaults or password files from the caller.
+  unset PGHOST PGHOSTADDR PGPORT PGUSER PGPASSWORD PGDATABASE PGSERVICE \
+    PGSERVICEFILE PGSSLMODE PGOPTIONS PGAPPNAME PGCONNECT_TIMEOUT \
+    PGTARGETSESSIONATTRS PGREQUIRESSL PGSSLCERT PGSSLKEY PGSSLROOTCERT
+  export PGPASSFILE=/nonexistent/onceq-test-pgpass
+  if ! setup_server; then
+    echo "test/run.sh: could not start the test PostgreSQL" >&2
+    echo "0 passed, 0 failed"
+    exit 1
+  fi
+  export ONCEQ_TEST_DSN="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres sslmode=disable"
+  export ONCEQ_TEST_PW_DSN="host=127.0.0.1 port=$PG_PORT user=onceq_pw dbname=postgres"
+  export ONCEQ_TEST_PW_PASSWORD="$PW_PASSWORD"
+  export ONCEQ_TEST_PGDATA="$PG_DATA"
+  export ONCEQ_TEST_PGPORT="$PG_PORT"
+  export ONCEQ_TEST_PGLOG="$PG_LOG"
+  export ONCEQ_TEST_PGOSUSER="$PG_OSUSER"
+fi
+
+builds=(default)
+[ $QUICK -eq 1 ] || builds+=(asan tsan)
+for b in "${builds[@]}"; do
+  do_build "$b" || ANY_FAILURE=1
+  for def in "${PASS_DEFS[@]}"; do
+    IFS=';' read -r -a f <<<"$def"
+    if [ "${f[1]}" = "$b" ]; then run_pass "$def"; fi
+  done
+done
+
+if [ -n "$FILTER" ] && [ "$TOTAL_RUN" -eq 0 ]; then
+  FAILED_TESTS+=("--filter '$FILTER' matched no test in any pass")
+  ANY_FAILURE=1
+fi
+print_summary
+[ $ANY_FAILURE -eq 0 ]
