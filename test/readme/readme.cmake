@@ -9,13 +9,14 @@ cmake_path(APPEND _oq_readme_dir ../../lib/include OUTPUT_VARIABLE _oq_inc)
 cmake_path(NORMAL_PATH _oq_inc)
 set(_oq_readme_env
     "ONCEQ_BIN=$<TARGET_FILE:onceq>"
+    "ONCEQ_WORKER_BIN=$<TARGET_FILE:onceq-worker>"
     "ONCEQ_STATIC_LIB=$<TARGET_FILE:onceq_static>"
     "ONCEQ_INCLUDE_DIR=${_oq_inc}"
     "ONCEQ_CC=${CMAKE_C_COMPILER}"
     "ONCEQ_SANITIZER=${ONCEQ_SANITIZER}"
     "ONCEQ_BUILD_DIR=${CMAKE_BINARY_DIR}"
     "ONCEQ_CMAKE=${CMAKE_COMMAND}")
-foreach(_ex coverage psql python node c_api install)
+foreach(_ex coverage psql python node c_api worker install)
   add_test(NAME readme_${_ex}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_examples.sh ${_ex})
   set_tests_properties(readme_${_ex} PROPERTIES

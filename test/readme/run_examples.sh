@@ -10,6 +10,7 @@
 #   python    the psycopg 3 example (ONCEQ_TEST_PYTHON or /usr/bin/python3)
 #   node      the node-postgres example (npm ci into test/readme/node first)
 #   c_api     the C example, built against the static library
+#   worker    the onceq-worker command (ONCEQ_WORKER_BIN)
 #   install   cmake --install into a staging dir, then the README's
 #             pkg-config and compile commands against the installed files
 #
@@ -421,6 +422,27 @@ mode_c_api() {
   check_worker "$work/out.txt"
 }
 
+mode_worker() {
+  local wbin=${ONCEQ_WORKER_BIN:-}
+  [ -x "${wbin:-/nonexistent}" ] ||
+    fail "the onceq-worker binary '$wbin' is missing (ONCEQ_WORKER_BIN)"
+  fresh_db
+  block enqueue.sql
+  run_sql enqueue.sql
+  block worker.sh
+  PATH="$(dirname "$wbin"):$PATH" timeout 120 bash -e "$work/worker.sh" \
+    2>"$work/worker.log" || {
+    cat "$work/worker.log" >&2
+    fail "the README's onceq-worker command exited non-zero"
+  }
+  expect "the e-mail of order 42 written exactly once" \
+    "SELECT count(*) FROM emails_sent WHERE order_id = 42" 1
+  expect "its item acknowledged" \
+    "SELECT count(*) FROM onceq_items WHERE queue = 'email'" 0
+  expect "the worker deleted its session on exit" \
+    "SELECT count(*) FROM onceq_sessions" 0
+}
+
 mode_install() {
   if [ -n "${ONCEQ_SANITIZER:-}" ]; then
     skip "sanitizer build: the install test runs in the plain build"
@@ -464,9 +486,9 @@ mode_install() {
 }
 
 case $mode in
-coverage | psql | python | node | c_api | install) "mode_$mode" ;;
+coverage | psql | python | node | c_api | worker | install) "mode_$mode" ;;
 *)
-  echo "usage: $0 coverage|psql|python|node|c_api|install" >&2
+  echo "usage: $0 coverage|psql|python|node|c_api|worker|install" >&2
   exit 2
   ;;
 esac
