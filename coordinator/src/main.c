@@ -1,0 +1,87 @@
+/*
+ * main.c: `onceq`, the operator's CLI. Global options (--db, --json) may
+ * come before or after the command; everything else belongs to the
+ * command, which lives in its own cmd_<name>.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const cli_cmd commands[] = {
+    {"migrate", cmd_migrate, "apply the schema, or show applied/available"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(void)
+{
+  printf("usage: onceq [--db URL] [--json] COMMAND [OPTIONS]\n\ncommands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    printf("  %-12s %s\n", commands[i].name, commands[i].summary);
+  printf("\nglobal options:\n"
+         "  --db URL     database URL or conninfo (default: "
+         "ONCEQ_DATABASE_URL,\n"
+         "               then DATABASE_URL, then libpq's PG* variables)\n"
+         "  --json       machine-readable output (read commands)\n"
+         "  --help, --version\n"
+         "\n`onceq COMMAND --help` for a command's options.\n"
+         "exit codes: 0 done, 1 runtime failure, 2 bad usage\n");
+}
+
+int main(int argc, char **argv)
+{
+  cli_globals g = {0};
+  char *db_copy = NULL;
+  /* pull global options out of argv, keeping the command's arguments */
+  char **rest = calloc((size_t)argc + 1, sizeof *rest);
+  int nrest = 0, rc = CLI_EXIT_USAGE;
+  if (!rest)
+    return CLI_EXIT_RUNTIME;
+  for (int i = 1; i < argc; i++) {
+    char *a = argv[i];
+    if (strcmp(a, "--db") == 0) {
+      if (i + 1 >= argc) {
+        rc = cli_usage_error(NULL, "--db needs a value (a database URL)");
+        goto out;
+      }
+      free(db_copy);
+      db_copy = strdup(argv[++i]);
+      cli_hide_password(argv[i]);
+    } else if (strncmp(a, "--db=", 5) == 0) {
+      free(db_copy);
+      db_copy = strdup(a + 5);
+      cli_hide_password(a + 5);
+    } else if (strcmp(a, "--json") == 0) {
+      g.json = true;
+    } else if (nrest == 0 &&
+               (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+      usage();
+      rc = CLI_EXIT_OK;
+      goto out;
+    } else if (nrest == 0 && strcmp(a, "--version") == 0) {
+      printf("onceq %s\n", oq_version());
+      rc = CLI_EXIT_OK;
+      goto out;
+    } else if (nrest == 0 && a[0] == '-') {
+      rc = cli_usage_error(NULL, "unknown option %s", a);
+      goto out;
+    } else {
+      rest[nrest++] = a;
+    }
+  }
+  g.db = db_copy;
+  if (nrest == 0) {
+    rc = cli_usage_error(NULL, "no command given");
+    goto out;
+  }
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (strcmp(rest[0], commands[i].name) == 0) {
+      rc = commands[i].run(&g, nrest, rest);
+      goto out;
+    }
+  rc = cli_usage_error(NULL, "unknown command %s", rest[0]);
+out:
+  free(rest);
+  free(db_copy);
+  return rc;
+}
