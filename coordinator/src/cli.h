@@ -54,5 +54,15 @@ void cli_hide_password(char *arg);
 
 /* Commands (one file each: cmd_<name>.c). */
 int cmd_migrate(const cli_globals *g, int argc, char **argv);
+int cmd_push(const cli_globals *g, int argc, char **argv);
+int cmd_list(const cli_globals *g, int argc, char **argv);
+int cmd_show(const cli_globals *g, int argc, char **argv);
+int cmd_cancel(const cli_globals *g, int argc, char **argv);
+int cmd_retry(const cli_globals *g, int argc, char **argv);
+int cmd_stats(const cli_globals *g, int argc, char **argv);
+int cmd_sessions(const cli_globals *g, int argc, char **argv);
+int cmd_reap(const cli_globals *g, int argc, char **argv);
+int cmd_coordinator(const cli_globals *g, int argc, char **argv);
+int cmd_schedule(const cli_globals *g, int argc, char **argv);
 
 #endif

@@ -10,6 +10,16 @@
 
 static const cli_cmd commands[] = {
     {"migrate", cmd_migrate, "apply the schema, or show applied/available"},
+    {"push", cmd_push, "enqueue one item, or JSON lines from stdin (bulk)"},
+    {"list", cmd_list, "list items by queue and state"},
+    {"show", cmd_show, "show one item (live, dead or done)"},
+    {"cancel", cmd_cancel, "delete items; a running one's ack is rejected"},
+    {"retry", cmd_retry, "move dead items back to ready"},
+    {"stats", cmd_stats, "per-queue counts, lag, rates, scaling hint"},
+    {"sessions", cmd_sessions, "live worker sessions and their claims"},
+    {"reap", cmd_reap, "reap expired sessions once, releasing claims"},
+    {"coordinator", cmd_coordinator, "the janitor daemon (leader by lease)"},
+    {"schedule", cmd_schedule, "add|list|rm cron schedules"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

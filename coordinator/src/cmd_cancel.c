@@ -1,0 +1,10 @@
+/* cmd_cancel.c: `onceq cancel`. Not written yet: being built for the operator CLI issue. */
+#include "cli.h"
+
+int cmd_cancel(const cli_globals *g, int argc, char **argv)
+{
+  (void)g;
+  (void)argc;
+  (void)argv;
+  return cli_fail(CLI_EXIT_RUNTIME, "cancel", "not implemented yet");
+}

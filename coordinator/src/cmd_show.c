@@ -1,0 +1,10 @@
+/* cmd_show.c: `onceq show`. Not written yet: being built for the operator CLI issue. */
+#include "cli.h"
+
+int cmd_show(const cli_globals *g, int argc, char **argv)
+{
+  (void)g;
+  (void)argc;
+  (void)argv;
+  return cli_fail(CLI_EXIT_RUNTIME, "show", "not implemented yet");
+}
