@@ -39,6 +39,25 @@ static void notify(oq_heartbeat *hb, oq_session_state before)
     hb->cb(hb->ud, hb->session, now);
 }
 
+/*
+ * A heartbeat is one UPDATE by primary key: it needs no serializable
+ * snapshot, and under SERIALIZABLE it can be picked as the victim of other
+ * transactions' conflicts (claims read the session row for the FK), which
+ * would delay beats into fencing. So on PostgreSQL the heartbeat connection
+ * runs READ COMMITTED whatever the database default is. (CockroachDB keeps
+ * its default; its single-statement retries are server-side.)
+ */
+static void read_committed(oq_db *db)
+{
+  if (oq_db_engine(db) != OQ_ENGINE_POSTGRES)
+    return;
+  oq_err e = oq_db_exec(db,
+                        "SET SESSION CHARACTERISTICS AS TRANSACTION "
+                        "ISOLATION LEVEL READ COMMITTED",
+                        0, NULL, NULL);
+  (void)e; /* best effort: the default works too, just slower */
+}
+
 /* One beat. Returns the next loop state. */
 static hb_state beat(oq_heartbeat *hb, hb_state st)
 {
@@ -46,6 +65,7 @@ static hb_state beat(oq_heartbeat *hb, hb_state st)
   if (st == HB_OFFLINE) {
     if (oq_db_reconnect(hb->db) != OQ_OK)
       return HB_OFFLINE;
+    read_committed(hb->db);
     OQ_LOG(OQ_LOG_INFO, sid, NULL, "heartbeat reconnected");
   }
   const char *params[1] = {sid};
@@ -123,6 +143,7 @@ oq_err oq_heartbeat_start(const oq_db_opts *dbo, oq_session *s,
     free(hb);
     return e;
   }
+  read_committed(hb->db);
   hb->session = s;
   hb->cb = cb;
   hb->ud = ud;
