@@ -1,0 +1,345 @@
+/*
+ * dialect_crdb.c (unit): the SQL text libonceq chooses for CockroachDB.
+ *
+ * Every CockroachDB-only branch of lib/src/dialect.c (the claims, the
+ * migration lock) and the CockroachDB migration variants (schema/
+ * NNNN_*.crdb.sql, as embedded in the library) are asserted here against
+ * their PostgreSQL counterparts (DESIGN.md section 3):
+ *  - a statement whose text differs per engine must be a claim pair or the
+ *    migration lock; any other difference fails until it gets a test;
+ *  - each claim is one UPDATE ... WHERE ... ORDER BY ... LIMIT ...
+ *    RETURNING (one implicit statement the server can retry), without SKIP
+ *    LOCKED or a CTE, filtering, ordering, setting and returning exactly
+ *    what its PostgreSQL twin does;
+ *  - the migration lock is a no-op (no advisory locks on CockroachDB);
+ *  - every other statement is shared text, free of PostgreSQL-only syntax;
+ *  - the CockroachDB migrations have no plpgsql, triggers, LISTEN/NOTIFY or
+ *    dollar quoting, end every statement at a line end (migrate.c runs them
+ *    one at a time, split at ";\n"), create everything IF NOT EXISTS (no
+ *    transaction wraps them), and set gc.ttlseconds on the queue tables.
+ * The CockroachDB documentation each statement relies on is listed in the
+ * deploy issue's note.
+ */
+#include "internal.h"
+#include "oq_test.h"
+
+#include <ctype.h>
+#include <strings.h>
+
+/* Case-insensitive strstr. */
+static const char *find_ci(const char *hay, const char *needle)
+{
+  size_t n = strlen(needle);
+  for (const char *p = hay; *p; p++)
+    if (strncasecmp(p, needle, n) == 0)
+      return p;
+  return NULL;
+}
+
+/* Case-insensitive search for needle as a whole word (no identifier
+ * character on either side), so the column notify_status is not NOTIFY. */
+static const char *find_word_ci(const char *hay, const char *needle)
+{
+  size_t n = strlen(needle);
+  for (const char *p = find_ci(hay, needle); p; p = find_ci(p + 1, needle)) {
+    bool left = p == hay || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+    bool right = !(isalnum((unsigned char)p[n]) || p[n] == '_');
+    if (left && right)
+      return p;
+  }
+  return NULL;
+}
+
+/* hay must not contain needle (any case); _WORD: as a whole word. */
+#define ASSERT_NOT_CONTAINS_CI(hay, needle)                                    \
+  do {                                                                         \
+    const char *oqt_f_ = find_ci((hay), (needle));                             \
+    if (oqt_f_)                                                                \
+      OQT_FAIL("must not contain \"%s\", found at: \"%.60s\"", (needle),       \
+               oqt_f_);                                                        \
+  } while (0)
+
+#define ASSERT_NO_WORD_CI(hay, needle)                                         \
+  do {                                                                         \
+    const char *oqt_f_ = find_word_ci((hay), (needle));                        \
+    if (oqt_f_)                                                                \
+      OQT_FAIL("must not contain the word \"%s\", found at: \"%.60s\"",        \
+               (needle), oqt_f_);                                              \
+  } while (0)
+
+/* Offset of needle in hay; fails the test when absent. */
+static long pos_of(const char *hay, const char *needle)
+{
+  const char *p = strstr(hay, needle);
+  if (!p)
+    OQT_FAIL("\"%s\" should contain \"%s\"", hay, needle);
+  return (long)(p - hay);
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+    n++;
+  return n;
+}
+
+static void test_detect(void)
+{
+  ASSERT_EQ(oq__dialect_detect(NULL), OQ_ENGINE_POSTGRES);
+  ASSERT_EQ(oq__dialect_detect(""), OQ_ENGINE_POSTGRES);
+  ASSERT_EQ(oq__dialect_detect("v24.2.5"), OQ_ENGINE_COCKROACH);
+  ASSERT_EQ(oq__dialect_detect("CockroachDB CCL v24.1.5"), OQ_ENGINE_COCKROACH);
+}
+
+/* The text of sql between the first occurrence of `from` and the next
+ * `to`, with every "i." table prefix removed, into out. */
+static void between(const char *sql, const char *from, const char *to,
+                    char *out, size_t outlen)
+{
+  const char *a = strstr(sql, from);
+  if (!a)
+    OQT_FAIL("\"%s\" should contain \"%s\"", sql, from);
+  a += strlen(from);
+  const char *b = to ? strstr(a, to) : a + strlen(a);
+  if (!b)
+    OQT_FAIL("\"%s\" should contain \"%s\" after \"%s\"", sql, to, from);
+  size_t o = 0;
+  for (const char *p = a; p < b && o + 1 < outlen; p++) {
+    if (p[0] == 'i' && p[1] == '.' &&
+        (p == a || !isalnum((unsigned char)p[-1])))
+      p++;
+    else
+      out[o++] = *p;
+  }
+  out[o] = '\0';
+}
+
+/*
+ * A claim pair: PostgreSQL's MATERIALIZED CTE with FOR UPDATE SKIP LOCKED
+ * feeding an UPDATE ... FROM (DESIGN.md 3), and CockroachDB's single
+ * UPDATE ... WHERE ... ORDER BY ... LIMIT ... RETURNING, an implicit
+ * statement the server may retry. Both must filter, order, limit, set and
+ * return the same things (one row parser serves both engines).
+ */
+static void check_claim_pair(const char *pg, const char *crdb)
+{
+  ASSERT_EQ(strncmp(crdb, "UPDATE onceq_items SET ", 23), 0);
+  long where = pos_of(crdb, " WHERE ");
+  long order = pos_of(crdb, " ORDER BY priority DESC, run_at");
+  long limit = pos_of(crdb, " LIMIT $3::int");
+  long ret = pos_of(crdb, " RETURNING ");
+  ASSERT(where < order);
+  ASSERT(order < limit);
+  ASSERT(limit < ret);
+  ASSERT_EQ(count_of(crdb, "UPDATE "), 1);
+  ASSERT_CONTAINS(crdb, "claim IS NULL");
+  ASSERT_CONTAINS(crdb, "claim = $1::uuid");
+  ASSERT_NOT_CONTAINS(crdb, ";");
+  /* no SKIP LOCKED, no explicit lock, no CTE, no second table */
+  ASSERT_NO_WORD_CI(crdb, "SKIP LOCKED");
+  ASSERT_NO_WORD_CI(crdb, "FOR UPDATE");
+  ASSERT_NO_WORD_CI(crdb, "MATERIALIZED");
+  ASSERT_NO_WORD_CI(crdb, "WITH");
+  ASSERT_NOT_CONTAINS(crdb, " FROM c ");
+
+  ASSERT_EQ(strncmp(pg, "WITH c AS MATERIALIZED (", 24), 0);
+  ASSERT_CONTAINS(pg, " FOR UPDATE SKIP LOCKED)");
+
+  char a[2048], b[2048];
+  between(crdb, " WHERE ", " ORDER BY ", a, sizeof a);
+  between(pg, " WHERE ", " ORDER BY ", b, sizeof b);
+  ASSERT_STREQ(a, b); /* the same ready predicate */
+  between(crdb, " ORDER BY ", " RETURNING ", a, sizeof a);
+  between(pg, " ORDER BY ", " FOR UPDATE", b, sizeof b);
+  ASSERT_STREQ(a, b); /* the same order and limit */
+  between(crdb, "UPDATE onceq_items SET ", " WHERE ", a, sizeof a);
+  between(pg, "UPDATE onceq_items i SET ", " FROM c ", b, sizeof b);
+  ASSERT_STREQ(a, b); /* the same claim columns */
+  between(crdb, " RETURNING ", NULL, a, sizeof a);
+  between(pg, " RETURNING ", NULL, b, sizeof b);
+  ASSERT_STREQ(a, b); /* the same columns, in the same order */
+}
+
+static bool is_migrate_lock(int s)
+{
+  return s == OQ__SQL_MIGRATE_LOCK || s == OQ__SQL_MIGRATE_UNLOCK;
+}
+
+/* Every statement whose text differs per engine is a claim pair or the
+ * migration lock; anything else that differs is a new CockroachDB-only
+ * branch without a test here. */
+static void test_branches(void)
+{
+  int claims = 0;
+  for (int s = 0; s < OQ__SQL__COUNT; s++) {
+    const char *crdb = oq__sql(OQ_ENGINE_COCKROACH, (oq__stmt)s);
+    const char *pg = oq__sql(OQ_ENGINE_POSTGRES, (oq__stmt)s);
+    if (strcmp(crdb, pg) == 0 || is_migrate_lock(s))
+      continue;
+    if (strstr(pg, "SKIP LOCKED") && strncmp(crdb, "UPDATE ", 7) == 0) {
+      check_claim_pair(pg, crdb);
+      claims++;
+      continue;
+    }
+    OQT_FAIL("statement %d differs per engine but has no test here:\n"
+             "  pg:   %s\n  crdb: %s",
+             s, pg, crdb);
+  }
+  ASSERT(claims >= 1);
+  /* the plain claim is one of them */
+  const char *crdb = oq__sql(OQ_ENGINE_COCKROACH, OQ__SQL_CLAIM);
+  ASSERT(strcmp(crdb, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM)) != 0);
+  ASSERT_CONTAINS(crdb, " WHERE claim IS NULL AND queue = ANY($2::text[])"
+                        " AND run_at <= now() AND attempts < max_attempts"
+                        " ORDER BY priority DESC, run_at LIMIT $3::int"
+                        " RETURNING ");
+}
+
+static void test_migrate_lock(void)
+{
+  const char *lock = oq__sql(OQ_ENGINE_COCKROACH, OQ__SQL_MIGRATE_LOCK);
+  const char *unlock = oq__sql(OQ_ENGINE_COCKROACH, OQ__SQL_MIGRATE_UNLOCK);
+  /* a no-op: CockroachDB has no advisory locks */
+  ASSERT_STREQ(lock, "SELECT 1");
+  ASSERT_STREQ(unlock, "SELECT 1");
+  const char *pg_lock = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_MIGRATE_LOCK);
+  const char *pg_unlock = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_MIGRATE_UNLOCK);
+  ASSERT_CONTAINS(pg_lock, "pg_advisory_lock(");
+  ASSERT_CONTAINS(pg_unlock, "pg_advisory_unlock(");
+  /* the same key in both */
+  ASSERT_STREQ(strchr(pg_lock, '('), strchr(pg_unlock, '('));
+}
+
+/* Everything but the claims and the migration lock is one text for both
+ * engines, so it must be free of what only PostgreSQL has. */
+static void test_shared(void)
+{
+  int shared = 0;
+  for (int s = 0; s < OQ__SQL__COUNT; s++) {
+    const char *crdb = oq__sql(OQ_ENGINE_COCKROACH, (oq__stmt)s);
+    const char *pg = oq__sql(OQ_ENGINE_POSTGRES, (oq__stmt)s);
+    if (strcmp(crdb, pg) != 0) /* test_branches covers these */
+      continue;
+    shared++;
+    ASSERT_NOT_CONTAINS(crdb, "onceq: unknown statement");
+    ASSERT_NOT_CONTAINS_CI(crdb, "pg_advisory");
+    ASSERT_NOT_CONTAINS_CI(crdb, "pg_notify");
+    ASSERT_NO_WORD_CI(crdb, "LISTEN");
+    ASSERT_NO_WORD_CI(crdb, "NOTIFY");
+    ASSERT_NO_WORD_CI(crdb, "SKIP LOCKED");
+    ASSERT_NO_WORD_CI(crdb, "MATERIALIZED");
+    ASSERT_NOT_CONTAINS_CI(crdb, "::regclass");
+  }
+  ASSERT(shared >= 10);
+  /* the data-modifying CTEs keep their WITH at the top level */
+  const int ctes[] = {OQ__SQL_ACK_HISTORY, OQ__SQL_ACK_BATCH_HISTORY,
+                      OQ__SQL_FAIL_DEAD, OQ__SQL_REAP_EXHAUSTED};
+  for (size_t i = 0; i < sizeof ctes / sizeof ctes[0]; i++) {
+    const char *sql = oq__sql(OQ_ENGINE_COCKROACH, (oq__stmt)ctes[i]);
+    ASSERT_EQ(strncmp(sql, "WITH d AS (DELETE FROM onceq_items ", 35), 0);
+    ASSERT_CONTAINS(sql, " RETURNING ");
+    ASSERT_CONTAINS(sql, ") INSERT INTO ");
+  }
+}
+
+/* sql without its "--" comments (no string literal in our migrations holds
+ * "--"); the caller frees it. */
+static char *strip_comments(const char *sql)
+{
+  char *out = malloc(strlen(sql) + 1);
+  ASSERT(out != NULL);
+  size_t o = 0;
+  for (const char *p = sql; *p; p++) {
+    if (p[0] == '-' && p[1] == '-') {
+      while (*p && *p != '\n')
+        p++;
+      if (!*p)
+        break;
+    }
+    out[o++] = *p;
+  }
+  out[o] = '\0';
+  return out;
+}
+
+/* Every ";" ends its line: migrate.c's run_statements() splits there. */
+static void assert_statements_end_lines(const char *sql)
+{
+  for (const char *p = strchr(sql, ';'); p; p = strchr(p + 1, ';'))
+    if (p[1] != '\n' && p[1] != '\0')
+      OQT_FAIL("\";\" inside a line would split a statement: \"%.60s\"",
+               p > sql + 20 ? p - 20 : sql);
+}
+
+/* Every CREATE TABLE / CREATE INDEX says IF NOT EXISTS: the CockroachDB
+ * runner applies statements one by one, outside a transaction, so a
+ * half-applied version must be safe to run again. */
+static void assert_idempotent_creates(const char *sql)
+{
+  const char *kinds[] = {"CREATE TABLE ", "CREATE INDEX ",
+                         "CREATE UNIQUE INDEX "};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+    for (const char *p = strstr(sql, kinds[k]); p; p = strstr(p + 1, kinds[k]))
+      if (strncmp(p + strlen(kinds[k]), "IF NOT EXISTS ", 14) != 0)
+        OQT_FAIL("not idempotent: \"%.60s\"", p);
+}
+
+static void test_migrations(void)
+{
+  ASSERT(oq__migration_count >= 1);
+  for (int v = 1; v <= oq__migration_count; v++) {
+    const oq__migration *m = &oq__migrations[v - 1];
+    ASSERT_EQ(m->version, v);
+    ASSERT(m->crdb_sql != NULL && *m->crdb_sql);
+    char *sql = strip_comments(m->crdb_sql);
+    ASSERT_NO_WORD_CI(sql, "plpgsql");
+    ASSERT_NO_WORD_CI(sql, "TRIGGER");
+    ASSERT_NOT_CONTAINS_CI(sql, "CREATE FUNCTION");
+    ASSERT_NOT_CONTAINS_CI(sql, "OR REPLACE FUNCTION");
+    ASSERT_NOT_CONTAINS_CI(sql, "EXECUTE FUNCTION");
+    ASSERT_NO_WORD_CI(sql, "LISTEN");
+    ASSERT_NO_WORD_CI(sql, "NOTIFY");
+    ASSERT_NOT_CONTAINS_CI(sql, "pg_advisory");
+    ASSERT_NOT_CONTAINS(sql, "$$");
+    ASSERT_NOT_CONTAINS_CI(sql, "NEW TABLE AS");
+    assert_statements_end_lines(sql);
+    assert_idempotent_creates(sql);
+    free(sql);
+  }
+
+  const oq__migration *m1 = &oq__migrations[0];
+  ASSERT(strcmp(m1->crdb_sql, m1->pg_sql) != 0); /* a variant exists */
+  const char *c = m1->crdb_sql;
+  ASSERT_CONTAINS(c, "ALTER TABLE onceq_items CONFIGURE ZONE USING "
+                     "gc.ttlseconds = ");
+  ASSERT_CONTAINS(c, "ALTER TABLE onceq_sessions CONFIGURE ZONE USING "
+                     "gc.ttlseconds = ");
+  /* the claim's order, unclaimed rows only, covering what it filters on */
+  ASSERT_CONTAINS(c, "ON onceq_items (queue, priority DESC, run_at)\n"
+                     "  STORING (attempts, max_attempts) WHERE claim IS NULL");
+  ASSERT_CONTAINS(c, "claim        UUID REFERENCES onceq_sessions (id) "
+                     "ON DELETE SET NULL");
+  ASSERT_CONTAINS(c, "ON onceq_items (claim) WHERE claim IS NOT NULL");
+  /* CockroachDB applies only the first FK action on a column: one FK on
+   * claim, none elsewhere on onceq_items (DESIGN.md 2). */
+  ASSERT_EQ(count_of(c, "REFERENCES onceq_sessions"), 2); /* +parts */
+  ASSERT_CONTAINS(c, "session_id UUID NOT NULL REFERENCES onceq_sessions "
+                     "(id) ON DELETE CASCADE");
+
+  /* the PostgreSQL text is the one with the NOTIFY trigger */
+  ASSERT_CONTAINS(m1->pg_sql, "LANGUAGE plpgsql");
+  ASSERT_CONTAINS(m1->pg_sql, "CREATE TRIGGER onceq_items_notify");
+  ASSERT_NOT_CONTAINS(m1->pg_sql, "CONFIGURE ZONE");
+}
+
+int main(void)
+{
+  test_detect();
+  test_branches();
+  test_migrate_lock();
+  test_shared();
+  test_migrations();
+  printf("dialect_crdb: ok\n");
+  return 0;
+}
