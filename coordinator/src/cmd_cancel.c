@@ -1,10 +1,225 @@
-/* cmd_cancel.c: `onceq cancel`. Not written yet: being built for the operator CLI issue. */
+/*
+ * cmd_cancel.c: `onceq cancel ID...`: delete live items from onceq_items.
+ *
+ * A running item is deleted too: its worker's ack is then rejected (the
+ * ack's `DELETE ... WHERE id = $1 AND claim = $2` finds no row), so a
+ * cancelled item is never acknowledged and its ack-transaction writes never
+ * commit. External effects already started (an HTTP call, a command) are not
+ * undone; the worker stops caring about the item.
+ *
+ * All or nothing: in one transaction every id is looked up and locked
+ * (FOR UPDATE, so an ack in flight waits for us and then loses); if any id
+ * is not a live item, nothing is deleted and the exit code is 2.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
 #include "cli.h"
+#include "table.h"
+
+/* Lock the live ones: an ack in flight then waits for us, and loses. */
+static const char lock_sql[] =
+    "SELECT id::text, 'live', claim::text FROM onceq_items"
+    " WHERE id = ANY($1::uuid[]) FOR UPDATE";
+/* Say where the others are, for the error message. */
+static const char classify_sql[] =
+    "SELECT u.id::text, CASE"
+    " WHEN EXISTS (SELECT 1 FROM onceq_dead d WHERE d.id = u.id) THEN 'dead'"
+    " WHEN EXISTS (SELECT 1 FROM onceq_done h WHERE h.item_id = u.id)"
+    " THEN 'done' ELSE 'unknown' END, NULL"
+    " FROM unnest($1::uuid[]) AS u(id)"
+    " WHERE NOT EXISTS (SELECT 1 FROM onceq_items i WHERE i.id = u.id)";
+static const char delete_sql[] =
+    "DELETE FROM onceq_items WHERE id = ANY($1::uuid[])";
+
+typedef struct found {
+  char id[40];
+  char where[16]; /* live | dead | done | unknown */
+  char claim[40]; /* the session holding a running item; "" if none */
+} found;
+
+typedef struct cancel_ctx {
+  const char *ids_array; /* "{id,id,...}" */
+  size_t nids;
+  found *f; /* up to nids entries, filled by each run of the transaction */
+  size_t nf, nlive;
+  long deleted;
+} cancel_ctx;
+
+static oq_err on_found(void *ud, int ncols, const char *const *v)
+{
+  cancel_ctx *c = ud;
+  if (ncols < 3 || c->nf >= c->nids)
+    return OQ_ERR_SQL;
+  found *f = &c->f[c->nf++];
+  snprintf(f->id, sizeof f->id, "%s", v[0] ? v[0] : "");
+  snprintf(f->where, sizeof f->where, "%s", v[1] ? v[1] : "unknown");
+  snprintf(f->claim, sizeof f->claim, "%s", v[2] ? v[2] : "");
+  return OQ_OK;
+}
+
+/* The transaction body; may run again on a restart. */
+static oq_err cancel_tx(oq_db *db, void *ud)
+{
+  cancel_ctx *c = ud;
+  c->nf = 0;
+  c->deleted = 0;
+  const char *p[1] = {c->ids_array};
+  oq_err e = oq_db_query(db, lock_sql, 1, p, on_found, c);
+  if (e != OQ_OK)
+    return e;
+  c->nlive = c->nf;
+  if (c->nlive < c->nids) /* commit nothing but the lookups */
+    return oq_db_query(db, classify_sql, 1, p, on_found, c);
+  return oq_db_exec(db, delete_sql, 1, p, &c->deleted);
+}
+
+/* The entry for id (case-insensitive: the database prints lower case). */
+static const found *find(const cancel_ctx *c, const char *id)
+{
+  for (size_t k = 0; k < c->nf; k++)
+    if (strcasecmp(c->f[k].id, id) == 0)
+      return &c->f[k];
+  return NULL;
+}
+
+static void usage(FILE *out)
+{
+  fprintf(out,
+          "usage: onceq cancel ID... [--json]\n"
+          "  delete live items (ready, scheduled or running). A running\n"
+          "  item's worker can no longer acknowledge it: its ack is\n"
+          "  rejected, so its ack-transaction writes never commit.\n"
+          "  All or nothing: when any ID is not a live item, nothing is\n"
+          "  deleted and the exit code is 2. Dead items: `onceq retry` or\n"
+          "  leave them to retention.\n");
+}
 
 int cmd_cancel(const cli_globals *g, int argc, char **argv)
 {
-  (void)g;
-  (void)argc;
-  (void)argv;
-  return cli_fail(CLI_EXIT_RUNTIME, "cancel", "not implemented yet");
+  int rc = CLI_EXIT_OK;
+  size_t n = 0;
+  char **ids = calloc((size_t)argc, sizeof *ids);
+  if (!ids)
+    return cli_fail(CLI_EXIT_RUNTIME, "cancel", "out of memory");
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      free(ids);
+      return CLI_EXIT_OK;
+    }
+    if (argv[i][0] == '-') {
+      free(ids);
+      return cli_usage_error("cancel", "unknown option %s", argv[i]);
+    }
+    if (!cli_is_uuid(argv[i])) {
+      free(ids);
+      return cli_fail(CLI_EXIT_USAGE, "cancel",
+                      "no item %s: an item id is a UUID like "
+                      "0b5e2a4c-93f1-4c6e-9a51-2d8f3c7a1e60; nothing cancelled",
+                      argv[i]);
+    }
+    bool dup = false;
+    for (size_t k = 0; k < n; k++)
+      if (strcasecmp(ids[k], argv[i]) == 0)
+        dup = true;
+    if (!dup)
+      ids[n++] = argv[i];
+  }
+  if (n == 0) {
+    free(ids);
+    return cli_usage_error("cancel", "give the ID of each item to cancel");
+  }
+
+  /* "{id,id}": UUIDs need no quoting in an array literal. */
+  char *arr = malloc(n * 37 + 3);
+  cancel_ctx c = {.nids = n, .f = calloc(n, sizeof(found))};
+  oq_db *db = NULL;
+  cli_json j;
+  if (!arr || !c.f) {
+    rc = cli_fail(CLI_EXIT_RUNTIME, "cancel", "out of memory");
+    goto out;
+  }
+  size_t off = 0;
+  arr[off++] = '{';
+  for (size_t k = 0; k < n; k++) {
+    if (k)
+      arr[off++] = ',';
+    memcpy(arr + off, ids[k], 36);
+    off += 36;
+  }
+  arr[off++] = '}';
+  arr[off] = '\0';
+  c.ids_array = arr;
+
+  db = cli_connect(g, "cancel", &rc);
+  if (!db)
+    goto out;
+  oq_err e = oq_db_transact(db, cancel_tx, &c);
+  if (e != OQ_OK) {
+    rc = cli_fail_db(db, e, "cancel", "nothing cancelled");
+    goto out;
+  }
+  if (c.nlive < n) { /* one line per id that is not live */
+    for (size_t k = 0; k < n; k++) {
+      const found *f = find(&c, ids[k]);
+      const char *where = f ? f->where : "unknown";
+      if (strcmp(where, "dead") == 0)
+        fprintf(stderr,
+                "onceq: cancel: %s is dead, not live (`onceq retry` runs it "
+                "again); nothing cancelled\n",
+                ids[k]);
+      else if (strcmp(where, "done") == 0)
+        fprintf(stderr,
+                "onceq: cancel: %s was already acknowledged; nothing "
+                "cancelled\n",
+                ids[k]);
+      else if (strcmp(where, "live") != 0)
+        fprintf(stderr, "onceq: cancel: no item %s; nothing cancelled\n",
+                ids[k]);
+    }
+    rc = CLI_EXIT_USAGE;
+    goto out;
+  }
+  if (g->json) {
+    cli_json_init(&j, stdout);
+    cli_json_obj(&j, NULL);
+    cli_json_int(&j, "cancelled", c.deleted);
+    cli_json_arr(&j, "items");
+  }
+  long running = 0;
+  for (size_t k = 0; k < n; k++) {
+    const found *f = find(&c, ids[k]);
+    const char *claim = f && f->claim[0] ? f->claim : NULL;
+    running += claim != NULL;
+    if (g->json) {
+      cli_json_obj(&j, NULL);
+      cli_json_str(&j, "id", f ? f->id : ids[k]);
+      cli_json_bool(&j, "was_running", claim != NULL);
+      cli_json_str(&j, "session", claim);
+      cli_json_end(&j);
+    } else {
+      printf("cancelled %s%s\n", f ? f->id : ids[k],
+             claim ? " (was running)" : "");
+    }
+  }
+  if (g->json) {
+    cli_json_end(&j);
+    cli_json_end(&j);
+  } else if (running > 0) {
+    printf("%ld item%s cancelled; %ld %s running: %s ack will be "
+           "rejected\n",
+           c.deleted, c.deleted == 1 ? "" : "s", running,
+           running == 1 ? "was" : "were",
+           running == 1 ? "its worker's" : "their workers'");
+  } else {
+    printf("%ld item%s cancelled\n", c.deleted, c.deleted == 1 ? "" : "s");
+  }
+out:
+  oq_db_close(db);
+  free(c.f);
+  free(arr);
+  free(ids);
+  return rc;
 }

@@ -1,10 +1,307 @@
-/* cmd_retry.c: `onceq retry`. Not written yet: being built for the operator CLI issue. */
+/*
+ * cmd_retry.c: `onceq retry ID...` and `onceq retry --all-dead [--queue Q]`:
+ * move dead items (onceq_dead) back to onceq_items, ready now, with the same
+ * id, payload, priority, max_attempts, unique_key and created_at, attempts
+ * reset to 0 and last_error kept (it says why the item died).
+ *
+ * One transaction: a DELETE ... RETURNING from onceq_dead feeds the INSERT,
+ * so an item is never in both tables, nor in neither.
+ *
+ * A dead item's unique_key may meanwhile be held by a live item: moving it
+ * would break the key's promise (at most one live item per key). With
+ * explicit ids that is an error (exit 2, nothing moved); --all-dead leaves
+ * such items dead and says how many.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
 #include "cli.h"
+#include "table.h"
+
+#define MOVE_TAIL                                                              \
+  " RETURNING id, queue, payload, priority, max_attempts, unique_key,"         \
+  " last_error, created_at)"                                                   \
+  " INSERT INTO onceq_items (id, queue, payload, priority, run_at,"            \
+  " attempts, max_attempts, unique_key, last_error, created_at)"               \
+  " SELECT id, queue, payload, priority, now(), 0, max_attempts,"              \
+  " unique_key, last_error, created_at FROM d RETURNING id::text"
+#define KEY_FREE                                                               \
+  " NOT EXISTS (SELECT 1 FROM onceq_items i"                                   \
+  " WHERE i.unique_key = dd.unique_key)"
+
+static const char move_ids_sql[] = "WITH d AS (DELETE FROM onceq_dead dd WHERE "
+                                   "dd.id = ANY($1::uuid[])" MOVE_TAIL;
+static const char move_all_sql[] =
+    "WITH d AS (DELETE FROM onceq_dead dd"
+    " WHERE ($1::text IS NULL OR dd.queue = $1::text) AND" KEY_FREE MOVE_TAIL;
+static const char kept_sql[] =
+    "SELECT count(*) FROM onceq_dead dd"
+    " WHERE ($1::text IS NULL OR dd.queue = $1::text) AND NOT" KEY_FREE;
+/* Explicit ids: lock the dead rows and find what would block each one. */
+static const char check_ids_sql[] =
+    "SELECT u.id::text,"
+    " CASE WHEN dd.id IS NOT NULL THEN 'dead'"
+    " WHEN EXISTS (SELECT 1 FROM onceq_items i WHERE i.id = u.id) THEN 'live'"
+    " WHEN EXISTS (SELECT 1 FROM onceq_done h WHERE h.item_id = u.id)"
+    " THEN 'done' ELSE 'unknown' END,"
+    " (SELECT i.id::text FROM onceq_items i"
+    " WHERE i.unique_key = dd.unique_key),"
+    " dd.unique_key"
+    " FROM unnest($1::uuid[]) AS u(id)"
+    " LEFT JOIN onceq_dead dd ON dd.id = u.id";
+static const char lock_ids_sql[] =
+    "SELECT id FROM onceq_dead WHERE id = ANY($1::uuid[]) FOR UPDATE";
+
+typedef struct check {
+  char id[40];
+  char where[16];  /* dead | live | done | unknown */
+  char holder[40]; /* live item holding this dead item's unique key */
+  char *key;       /* the unique key (owned), NULL if none */
+} check;
+
+typedef struct retry_ctx {
+  const char *ids_array; /* "{id,...}", NULL with --all-dead */
+  const char *queue;     /* --queue with --all-dead; NULL: all */
+  size_t nids;
+  check *chk; /* nids entries */
+  size_t nchk;
+  bool blocked; /* an id is not dead or its key is taken: nothing moved */
+  char **moved; /* ids moved, owned */
+  size_t nmoved, cap_moved;
+  long kept; /* --all-dead: left dead because the key is taken */
+} retry_ctx;
+
+static void reset(retry_ctx *c)
+{
+  for (size_t k = 0; k < c->nchk; k++) {
+    free(c->chk[k].key);
+    c->chk[k].key = NULL;
+  }
+  c->nchk = 0;
+  for (size_t k = 0; k < c->nmoved; k++)
+    free(c->moved[k]);
+  c->nmoved = 0;
+  c->blocked = false;
+  c->kept = 0;
+}
+
+static oq_err on_check(void *ud, int ncols, const char *const *v)
+{
+  retry_ctx *c = ud;
+  if (ncols < 4 || c->nchk >= c->nids)
+    return OQ_ERR_SQL;
+  check *k = &c->chk[c->nchk++];
+  snprintf(k->id, sizeof k->id, "%s", v[0] ? v[0] : "");
+  snprintf(k->where, sizeof k->where, "%s", v[1] ? v[1] : "unknown");
+  snprintf(k->holder, sizeof k->holder, "%s", v[2] ? v[2] : "");
+  k->key = v[3] ? strdup(v[3]) : NULL;
+  if (v[3] && !k->key)
+    return OQ_ERR_NOMEM;
+  if (strcmp(k->where, "dead") != 0 || k->holder[0])
+    c->blocked = true;
+  return OQ_OK;
+}
+
+static oq_err on_moved(void *ud, int ncols, const char *const *v)
+{
+  retry_ctx *c = ud;
+  if (ncols < 1 || !v[0])
+    return OQ_ERR_SQL;
+  if (c->nmoved == c->cap_moved) {
+    size_t cap = c->cap_moved ? c->cap_moved * 2 : 64;
+    char **m = realloc(c->moved, cap * sizeof *m);
+    if (!m)
+      return OQ_ERR_NOMEM;
+    c->moved = m;
+    c->cap_moved = cap;
+  }
+  c->moved[c->nmoved] = strdup(v[0]);
+  if (!c->moved[c->nmoved])
+    return OQ_ERR_NOMEM;
+  c->nmoved++;
+  return OQ_OK;
+}
+
+static oq_err on_count(void *ud, int ncols, const char *const *v)
+{
+  long *n = ud;
+  if (ncols > 0 && v[0])
+    *n = strtol(v[0], NULL, 10);
+  return OQ_OK;
+}
+
+/* The transaction body; may run again on a restart. */
+static oq_err retry_tx(oq_db *db, void *ud)
+{
+  retry_ctx *c = ud;
+  reset(c);
+  oq_err e;
+  if (c->ids_array) {
+    const char *p[1] = {c->ids_array};
+    e = oq_db_query(db, lock_ids_sql, 1, p, NULL, NULL);
+    if (e == OQ_OK)
+      e = oq_db_query(db, check_ids_sql, 1, p, on_check, c);
+    if (e != OQ_OK || c->blocked)
+      return e; /* blocked: commit nothing but the lookups */
+    return oq_db_query(db, move_ids_sql, 1, p, on_moved, c);
+  }
+  const char *p[1] = {c->queue};
+  e = oq_db_query(db, move_all_sql, 1, p, on_moved, c);
+  if (e == OQ_OK)
+    e = oq_db_query(db, kept_sql, 1, p, on_count, &c->kept);
+  return e;
+}
+
+static void usage(FILE *out)
+{
+  fprintf(out,
+          "usage: onceq retry ID... [--json]\n"
+          "       onceq retry --all-dead [--queue Q] [--json]\n"
+          "  move dead items back to ready, in one transaction: same id,\n"
+          "  attempts reset to 0, run_at now, last_error kept\n"
+          "  --all-dead   every dead item (of queue Q with --queue)\n"
+          "  An ID that is not dead, or whose unique_key a live item holds\n"
+          "  now, is an error (exit 2) and nothing is moved; --all-dead\n"
+          "  leaves such items dead and says how many.\n");
+}
 
 int cmd_retry(const cli_globals *g, int argc, char **argv)
 {
-  (void)g;
-  (void)argc;
-  (void)argv;
-  return cli_fail(CLI_EXIT_RUNTIME, "retry", "not implemented yet");
+  bool all = false;
+  const char *queue = NULL, *val = NULL;
+  int rc = CLI_EXIT_OK;
+  size_t n = 0;
+  char **ids = calloc((size_t)argc, sizeof *ids);
+  char *arr = NULL;
+  oq_db *db = NULL;
+  retry_ctx c = {0};
+  if (!ids)
+    return cli_fail(CLI_EXIT_RUNTIME, "retry", "out of memory");
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      goto out;
+    } else if (strcmp(argv[i], "--all-dead") == 0) {
+      all = true;
+    } else if (cli_opt(argc, argv, &i, "--queue", &val)) {
+      if (!val || !*val) {
+        rc = cli_usage_error("retry", "--queue needs a queue name");
+        goto out;
+      }
+      queue = val;
+    } else if (argv[i][0] == '-') {
+      rc = cli_usage_error("retry", "unknown option %s", argv[i]);
+      goto out;
+    } else if (!cli_is_uuid(argv[i])) {
+      rc = cli_fail(CLI_EXIT_USAGE, "retry",
+                    "no item %s: an item id is a UUID like "
+                    "0b5e2a4c-93f1-4c6e-9a51-2d8f3c7a1e60; nothing retried",
+                    argv[i]);
+      goto out;
+    } else {
+      bool dup = false;
+      for (size_t k = 0; k < n; k++)
+        if (strcasecmp(ids[k], argv[i]) == 0)
+          dup = true;
+      if (!dup)
+        ids[n++] = argv[i];
+    }
+  }
+  if (all && n > 0) {
+    rc = cli_usage_error("retry", "give IDs or --all-dead, not both");
+    goto out;
+  }
+  if (!all && n == 0) {
+    rc = cli_usage_error("retry", "give the IDs of dead items, or --all-dead");
+    goto out;
+  }
+  if (queue && !all) {
+    rc = cli_usage_error("retry", "--queue goes with --all-dead");
+    goto out;
+  }
+  if (n > 0) {
+    arr = malloc(n * 37 + 3);
+    c.chk = calloc(n, sizeof *c.chk);
+    if (!arr || !c.chk) {
+      rc = cli_fail(CLI_EXIT_RUNTIME, "retry", "out of memory");
+      goto out;
+    }
+    size_t off = 0;
+    arr[off++] = '{';
+    for (size_t k = 0; k < n; k++) {
+      if (k)
+        arr[off++] = ',';
+      memcpy(arr + off, ids[k], 36);
+      off += 36;
+    }
+    arr[off++] = '}';
+    arr[off] = '\0';
+    c.ids_array = arr;
+    c.nids = n;
+  }
+  c.queue = queue;
+
+  db = cli_connect(g, "retry", &rc);
+  if (!db)
+    goto out;
+  oq_err e = oq_db_transact(db, retry_tx, &c);
+  if (e != OQ_OK) {
+    rc = cli_fail_db(db, e, "retry", "nothing retried");
+    goto out;
+  }
+  if (c.blocked) { /* one line per id that cannot move */
+    for (size_t k = 0; k < c.nchk; k++) {
+      const check *x = &c.chk[k];
+      if (strcmp(x->where, "live") == 0)
+        fprintf(stderr, "onceq: retry: %s is live, not dead; nothing retried\n",
+                x->id);
+      else if (strcmp(x->where, "done") == 0)
+        fprintf(stderr,
+                "onceq: retry: %s was acknowledged, not dead; nothing "
+                "retried\n",
+                x->id);
+      else if (strcmp(x->where, "unknown") == 0)
+        fprintf(stderr, "onceq: retry: no item %s; nothing retried\n", x->id);
+      else if (x->holder[0])
+        fprintf(stderr,
+                "onceq: retry: %s: live item %s holds its unique key \"%s\" "
+                "(cancel that one first); nothing retried\n",
+                x->id, x->holder, x->key ? x->key : "");
+    }
+    rc = CLI_EXIT_USAGE;
+    goto out;
+  }
+  if (g->json) {
+    cli_json j;
+    cli_json_init(&j, stdout);
+    cli_json_obj(&j, NULL);
+    cli_json_int(&j, "retried", (long long)c.nmoved);
+    cli_json_arr(&j, "ids");
+    for (size_t k = 0; k < c.nmoved; k++)
+      cli_json_str(&j, NULL, c.moved[k]);
+    cli_json_end(&j);
+    cli_json_int(&j, "kept_dead", c.kept);
+    cli_json_end(&j);
+  } else {
+    if (!all)
+      for (size_t k = 0; k < c.nmoved; k++)
+        printf("retried %s\n", c.moved[k]);
+    printf("%zu item%s moved from dead back to ready (attempts reset to 0)\n",
+           c.nmoved, c.nmoved == 1 ? "" : "s");
+  }
+  fflush(stdout);
+  if (c.kept > 0)
+    fprintf(stderr,
+            "onceq: retry: %ld dead item%s kept: a live item holds %s unique "
+            "key\n",
+            c.kept, c.kept == 1 ? "" : "s", c.kept == 1 ? "its" : "their");
+out:
+  oq_db_close(db);
+  reset(&c);
+  free(c.moved);
+  free(c.chk);
+  free(arr);
+  free(ids);
+  return rc;
 }

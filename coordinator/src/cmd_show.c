@@ -1,10 +1,262 @@
-/* cmd_show.c: `onceq show`. Not written yet: being built for the operator CLI issue. */
+/*
+ * cmd_show.c: `onceq show ID`: one item in full, wherever it is: live in
+ * onceq_items (ready, scheduled or running, with the session that holds
+ * it), dead in onceq_dead, or acknowledged in the onceq_done history
+ * (written only when history is enabled, e.g. onceq-worker --history).
+ * One statement, so the answer is one snapshot.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "table.h"
+
+static const char show_sql[] =
+    "SELECT 'live', CASE WHEN i.claim IS NOT NULL THEN 'running'"
+    " WHEN i.run_at > now() THEN 'scheduled' ELSE 'ready' END,"
+    " i.id::text, i.queue, i.priority, i.attempts, i.max_attempts,"
+    " extract(epoch from i.run_at)::float8,"
+    " extract(epoch from i.claimed_at)::float8, NULL::float8, NULL::float8,"
+    " extract(epoch from i.created_at)::float8,"
+    " extract(epoch from now())::float8, i.claim::text, s.hostname,"
+    " s.pid::text, extract(epoch from s.heartbeated_at)::float8,"
+    " i.unique_key, i.last_error, NULL::text, i.payload::text"
+    " FROM onceq_items i LEFT JOIN onceq_sessions s ON s.id = i.claim"
+    " WHERE i.id = $1::uuid"
+    " UNION ALL "
+    "SELECT 'dead', 'dead', id::text, queue, priority, attempts, max_attempts,"
+    " NULL, NULL, extract(epoch from died_at)::float8, NULL,"
+    " extract(epoch from created_at)::float8, extract(epoch from "
+    "now())::float8,"
+    " NULL, NULL, NULL, NULL, unique_key, last_error, NULL, payload::text"
+    " FROM onceq_dead WHERE id = $1::uuid"
+    " UNION ALL "
+    "SELECT 'done', 'done', item_id::text, queue, NULL, attempts, NULL, NULL,"
+    " NULL, NULL, extract(epoch from done_at)::float8,"
+    " extract(epoch from created_at)::float8, extract(epoch from "
+    "now())::float8,"
+    " session_id::text, NULL, NULL, NULL, NULL, NULL, result, NULL"
+    " FROM onceq_done WHERE item_id = $1::uuid";
+
+enum {
+  C_KIND,
+  C_STATE,
+  C_ID,
+  C_QUEUE,
+  C_PRIO,
+  C_ATT,
+  C_MAXATT,
+  C_RUN_AT,
+  C_CLAIMED_AT,
+  C_DIED_AT,
+  C_DONE_AT,
+  C_CREATED_AT,
+  C_NOW,
+  C_SESSION,
+  C_HOST,
+  C_PID,
+  C_BEAT,
+  C_UKEY,
+  C_ERR,
+  C_RESULT,
+  C_PAYLOAD,
+  C_NCOLS
+};
+
+typedef struct show_ctx {
+  char *row[C_NCOLS]; /* the row kept: live wins over dead over done */
+  int rank;           /* the kept row's kind: 0 none, 3 live, 2 dead, 1 done */
+} show_ctx;
+
+static int kind_rank(const char *kind)
+{
+  if (!kind)
+    return 0;
+  return strcmp(kind, "live") == 0 ? 3 : strcmp(kind, "dead") == 0 ? 2 : 1;
+}
+
+static oq_err on_row(void *ud, int ncols, const char *const *v)
+{
+  show_ctx *c = ud;
+  if (ncols < C_NCOLS)
+    return OQ_ERR_SQL;
+  int rank = kind_rank(v[C_KIND]);
+  if (rank <= c->rank)
+    return OQ_OK;
+  c->rank = rank;
+  for (int i = 0; i < C_NCOLS; i++) {
+    free(c->row[i]);
+    c->row[i] = NULL;
+    if (!v[i])
+      continue;
+    c->row[i] = strdup(v[i]);
+    if (!c->row[i])
+      return OQ_ERR_NOMEM;
+  }
+  return OQ_OK;
+}
+
+static void usage(FILE *out)
+{
+  fprintf(out,
+          "usage: onceq show ID [--json]\n"
+          "  print one item in full: a live item (ready, scheduled or\n"
+          "  running, with its session), a dead one, or an acknowledged one\n"
+          "  from the done history (kept when the worker runs --history)\n"
+          "  exit 2 when no item has that id\n");
+}
+
+/* "label:" padded to one column, then the value. */
+static void kv(const char *label, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void kv(const char *label, const char *fmt, ...)
+{
+  va_list ap;
+  printf("%-12s ", label);
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  putchar('\n');
+}
+
+static const char *or_dash(const char *s)
+{
+  return s && *s ? s : "-";
+}
+
+/* "2024-05-01T09:30:00Z (12s ago)" for an epoch column. */
+static const char *when(const char *epoch, const char *now, char *buf,
+                        size_t len)
+{
+  char t[32], ago[24];
+  double e = cli_num(epoch);
+  if (isnan(e))
+    return "-";
+  snprintf(buf, len, "%s (%s)", cli_fmt_time(e, t, sizeof t),
+           cli_fmt_ago(cli_num(now) - e, ago, sizeof ago));
+  return buf;
+}
+
+static void print_human(char **v)
+{
+  char b[96];
+  const char *kind = v[C_KIND];
+  kv("id:", "%s", v[C_ID]);
+  if (strcmp(kind, "live") == 0)
+    kv("state:", "%s (live, in onceq_items)", v[C_STATE]);
+  else if (strcmp(kind, "dead") == 0)
+    kv("state:", "dead (in onceq_dead; `onceq retry ID` runs it again)");
+  else
+    kv("state:", "done (acknowledged; a history row in onceq_done)");
+  kv("queue:", "%s", v[C_QUEUE]);
+  if (v[C_PRIO])
+    kv("priority:", "%s", v[C_PRIO]);
+  if (v[C_MAXATT])
+    kv("attempts:", "%s of %s", v[C_ATT], v[C_MAXATT]);
+  else
+    kv("attempts:", "%s", or_dash(v[C_ATT]));
+  kv("created_at:", "%s", when(v[C_CREATED_AT], v[C_NOW], b, sizeof b));
+  if (strcmp(kind, "live") == 0) {
+    kv("run_at:", "%s", when(v[C_RUN_AT], v[C_NOW], b, sizeof b));
+    if (v[C_SESSION]) {
+      kv("claimed_at:", "%s", when(v[C_CLAIMED_AT], v[C_NOW], b, sizeof b));
+      char ago[24];
+      kv("session:", "%s (host %s, pid %s, heartbeat %s)", v[C_SESSION],
+         or_dash(v[C_HOST]), or_dash(v[C_PID]),
+         cli_fmt_ago(cli_num(v[C_NOW]) - cli_num(v[C_BEAT]), ago, sizeof ago));
+    }
+  } else if (strcmp(kind, "dead") == 0) {
+    kv("died_at:", "%s", when(v[C_DIED_AT], v[C_NOW], b, sizeof b));
+  } else {
+    kv("done_at:", "%s", when(v[C_DONE_AT], v[C_NOW], b, sizeof b));
+    kv("session:", "%s", or_dash(v[C_SESSION]));
+    kv("result:", "%s", or_dash(v[C_RESULT]));
+  }
+  if (strcmp(kind, "done") != 0) {
+    kv("unique_key:", "%s", or_dash(v[C_UKEY]));
+    kv("last_error:", "%s", or_dash(v[C_ERR]));
+    kv("payload:", "%s", v[C_PAYLOAD]);
+  } else {
+    kv("payload:", "(not kept in the history)");
+  }
+}
+
+static void print_json(char **v)
+{
+  cli_json j;
+  cli_json_init(&j, stdout);
+  cli_json_obj(&j, NULL);
+  cli_json_str(&j, "id", v[C_ID]);
+  cli_json_str(&j, "where", v[C_KIND]);
+  cli_json_str(&j, "state", v[C_STATE]);
+  cli_json_str(&j, "queue", v[C_QUEUE]);
+  cli_json_raw(&j, "priority", v[C_PRIO]);
+  cli_json_raw(&j, "attempts", v[C_ATT]);
+  cli_json_raw(&j, "max_attempts", v[C_MAXATT]);
+  cli_json_time(&j, "created_at", cli_num(v[C_CREATED_AT]));
+  cli_json_time(&j, "run_at", cli_num(v[C_RUN_AT]));
+  cli_json_time(&j, "claimed_at", cli_num(v[C_CLAIMED_AT]));
+  cli_json_time(&j, "died_at", cli_num(v[C_DIED_AT]));
+  cli_json_time(&j, "done_at", cli_num(v[C_DONE_AT]));
+  cli_json_str(&j, "session", v[C_SESSION]);
+  cli_json_str(&j, "session_host", v[C_HOST]);
+  cli_json_raw(&j, "session_pid", v[C_PID]);
+  cli_json_str(&j, "unique_key", v[C_UKEY]);
+  cli_json_str(&j, "last_error", v[C_ERR]);
+  cli_json_str(&j, "result", v[C_RESULT]);
+  cli_json_raw(&j, "payload", v[C_PAYLOAD]);
+  cli_json_end(&j);
+}
 
 int cmd_show(const cli_globals *g, int argc, char **argv)
 {
-  (void)g;
-  (void)argc;
-  (void)argv;
-  return cli_fail(CLI_EXIT_RUNTIME, "show", "not implemented yet");
+  const char *id = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return CLI_EXIT_OK;
+    } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+      return cli_usage_error("show", "unknown option %s", argv[i]);
+    } else if (id) {
+      return cli_usage_error("show", "one ID at a time (got %s and %s)", id,
+                             argv[i]);
+    } else {
+      id = argv[i];
+    }
+  }
+  if (!id)
+    return cli_usage_error("show", "give the item ID to show");
+  if (!cli_is_uuid(id))
+    return cli_fail(CLI_EXIT_USAGE, "show",
+                    "no item %s: an item id is a UUID like "
+                    "0b5e2a4c-93f1-4c6e-9a51-2d8f3c7a1e60",
+                    id);
+  int rc = CLI_EXIT_OK;
+  oq_db *db = cli_connect(g, "show", &rc);
+  if (!db)
+    return rc;
+  show_ctx c = {0};
+  const char *params[1] = {id};
+  oq_err e = oq_db_query(db, show_sql, 1, params, on_row, &c);
+  if (e != OQ_OK) {
+    rc = cli_fail_db(db, e, "show", NULL);
+    goto out;
+  }
+  if (c.rank == 0) {
+    rc = cli_fail(CLI_EXIT_USAGE, "show",
+                  "no item %s (not live, not dead, not in the done history)",
+                  id);
+    goto out;
+  }
+  if (g->json)
+    print_json(c.row);
+  else
+    print_human(c.row);
+out:
+  for (int i = 0; i < C_NCOLS; i++)
+    free(c.row[i]);
+  oq_db_close(db);
+  return rc;
 }
