@@ -2,7 +2,11 @@
 --  * no LISTEN/NOTIFY trigger (CockroachDB has neither; workers poll);
 --  * gc.ttlseconds lowered on the queue tables, so MVCC garbage left by
 --    claims and acks does not pile up ahead of the live rows;
---  * the ready index STORING the columns the claim returns.
+--  * the ready index STORING the columns the claim returns;
+--  * partitioned claims get their own index, onceq_items_part_ready, with
+--    part second, so that each block is a key span of its own and a claim
+--    never meets another block's intents (PostgreSQL instead keeps part as
+--    the last key of onceq_items_ready and checks the range in the index).
 -- Every statement is idempotent; the runner executes them outside an
 -- explicit transaction (schema changes in explicit transactions are limited
 -- in CockroachDB).
@@ -15,7 +19,10 @@ CREATE TABLE IF NOT EXISTS onceq_sessions (
   hostname       TEXT NOT NULL DEFAULT '',
   pid            INT NOT NULL DEFAULT 0,
   version        TEXT NOT NULL DEFAULT '',
-  queues         TEXT NOT NULL DEFAULT ''
+  queues         TEXT NOT NULL DEFAULT '',
+  -- takes part in static partition assignment (set by the session's first
+  -- partitioned round; lib/src/partition.c)
+  partitioned    BOOLEAN NOT NULL DEFAULT false
 );
 
 CREATE TABLE IF NOT EXISTS onceq_items (
@@ -29,13 +36,19 @@ CREATE TABLE IF NOT EXISTS onceq_items (
   unique_key   TEXT UNIQUE,
   last_error   TEXT,
   created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
-  part         INT4 NOT NULL DEFAULT (floor(random() * 1024))::INT4,
+  part         INT4 NOT NULL DEFAULT (floor(random() * 1024))::INT4
+                 CHECK (part >= 0 AND part < 1024),
   claim        UUID REFERENCES onceq_sessions (id) ON DELETE SET NULL,
   claimed_at   TIMESTAMPTZ
 );
 
 CREATE INDEX IF NOT EXISTS onceq_items_ready
   ON onceq_items (queue, priority DESC, run_at)
+  STORING (attempts, max_attempts) WHERE claim IS NULL;
+-- Partitioned claims: a block of parts is one contiguous slot range, so
+-- each session's claims scan a span of its own.
+CREATE INDEX IF NOT EXISTS onceq_items_part_ready
+  ON onceq_items (queue, part, priority DESC, run_at)
   STORING (attempts, max_attempts) WHERE claim IS NULL;
 CREATE INDEX IF NOT EXISTS onceq_items_claim
   ON onceq_items (claim) WHERE claim IS NOT NULL;
@@ -67,8 +80,11 @@ CREATE TABLE IF NOT EXISTS onceq_done (
 );
 CREATE INDEX IF NOT EXISTS onceq_done_done_at ON onceq_done (done_at);
 
+-- Which session owns which part (0..P-1, P in onceq_settings 'partitions').
+-- Slot s (onceq_items.part) belongs to part s * P / 1024. part is the key:
+-- at most one owner; a reaped session's rows go with it (CASCADE).
 CREATE TABLE IF NOT EXISTS onceq_session_parts (
-  part       INT4 PRIMARY KEY,
+  part       INT4 PRIMARY KEY CHECK (part >= 0 AND part < 1024),
   session_id UUID NOT NULL REFERENCES onceq_sessions (id) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS onceq_session_parts_session

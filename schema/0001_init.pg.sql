@@ -10,7 +10,10 @@ CREATE TABLE IF NOT EXISTS onceq_sessions (
   hostname       TEXT NOT NULL DEFAULT '',
   pid            INT NOT NULL DEFAULT 0,
   version        TEXT NOT NULL DEFAULT '',
-  queues         TEXT NOT NULL DEFAULT ''
+  queues         TEXT NOT NULL DEFAULT '',
+  -- takes part in static partition assignment (set by the session's first
+  -- partitioned round; lib/src/partition.c)
+  partitioned    BOOLEAN NOT NULL DEFAULT false
 );
 
 -- part: a slot in 0..1023 used by static partitioning; the default makes a
@@ -26,14 +29,19 @@ CREATE TABLE IF NOT EXISTS onceq_items (
   unique_key   TEXT UNIQUE,
   last_error   TEXT,
   created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
-  part         INT NOT NULL DEFAULT (floor(random() * 1024))::INT,
+  part         INT NOT NULL DEFAULT (floor(random() * 1024))::INT
+                 CHECK (part >= 0 AND part < 1024),
   claim        UUID REFERENCES onceq_sessions (id) ON DELETE SET NULL,
   claimed_at   TIMESTAMPTZ
 );
 
--- The unclaimed items in claim order: the claim statement walks this.
+-- The unclaimed items in claim order: both claim statements walk this.
+-- part (the slot) is the last key: a partitioned claim's slot range is an
+-- Index Cond checked on the index entries themselves, so it walks the
+-- queue in (priority, run_at) order and never visits, locks or
+-- predicate-locks another block's rows (no second index to maintain).
 CREATE INDEX IF NOT EXISTS onceq_items_ready
-  ON onceq_items (queue, priority DESC, run_at) WHERE claim IS NULL;
+  ON onceq_items (queue, priority DESC, run_at, part) WHERE claim IS NULL;
 -- The reap cascade (SET NULL) and recovery look items up by claim.
 CREATE INDEX IF NOT EXISTS onceq_items_claim
   ON onceq_items (claim) WHERE claim IS NOT NULL;
@@ -67,8 +75,11 @@ CREATE TABLE IF NOT EXISTS onceq_done (
 );
 CREATE INDEX IF NOT EXISTS onceq_done_done_at ON onceq_done (done_at);
 
+-- Which session owns which part (0..P-1, P in onceq_settings 'partitions').
+-- Slot s (onceq_items.part) belongs to part s * P / 1024. part is the key:
+-- at most one owner; a reaped session's rows go with it (CASCADE).
 CREATE TABLE IF NOT EXISTS onceq_session_parts (
-  part       INT PRIMARY KEY,
+  part       INT PRIMARY KEY CHECK (part >= 0 AND part < 1024),
   session_id UUID NOT NULL REFERENCES onceq_sessions (id) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS onceq_session_parts_session

@@ -1,10 +1,572 @@
-/* cmd_coordinator.c: `onceq coordinator`. Not written yet: being built for the operator CLI issue. */
+/*
+ * cmd_coordinator.c: `onceq coordinator`, the janitor daemon. Several may
+ * run; the one whose session holds the lease row (lease.h) leads and, every
+ * --interval: reaps expired sessions, enforces retention (janitor.h), sends
+ * dead-job webhooks (notify.h), fires due schedules (schedule.h) and
+ * refreshes the per-queue Prometheus gauges (coord_metrics.h). The others
+ * reap too (harmless: reaping is idempotent) and try the lease each
+ * interval, so when the leader's session is reaped (the lease goes with it,
+ * ON DELETE CASCADE) one of them takes over within expiry + one interval.
+ *
+ * The daemon is one loop on one thread (plus the heartbeat's thread and
+ * libmicrohttpd's), stepped through the states below. Signal handlers only
+ * count signals; no wait is longer than 100 ms between checks of that
+ * count, and a webhook request in flight is abandoned within a second.
+ * SIGTERM/SIGINT: stop, delete our session (which gives up the lease at
+ * once), exit 0. A second signal skips the goodbye.
+ */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "cli.h"
+#include "coord_metrics.h"
+#include "janitor.h"
+#include "lease.h"
+#include "logsink.h"
+#include "notify.h"
+#include "qstats.h"
+#include "schedule.h"
+
+/* Where the daemon is; stepped once per loop turn. */
+typedef enum co_state {
+  CO_REGISTER, /* no session (first start, or it was lost): connect,
+                  register a session and start its heartbeat */
+  CO_FOLLOW,   /* registered; another session holds the lease (or ours is
+                  fenced): reap, try the lease */
+  CO_LEAD      /* our session holds the lease: all the janitor duties */
+} co_state;
+
+typedef struct co_opts {
+  int64_t interval_ms;  /* one pass every interval */
+  int64_t keep_done_ms; /* < 0: off */
+  int64_t keep_dead_ms; /* < 0: off */
+  const char *notify_url;
+  int64_t notify_timeout_ms;
+  const char *metrics_addr;
+  int64_t heartbeat_interval_ms;
+  int64_t session_expiry_ms;
+  int log_level;
+  bool log_json;
+} co_opts;
+
+typedef struct coord {
+  const cli_globals *g;
+  co_opts o;
+  oq_db_opts dbo;
+  oq_db *db;             /* the loop's connection */
+  oq_session *sess;      /* NULL in CO_REGISTER */
+  oq_heartbeat *hb;      /* its heartbeat (own thread and connection) */
+  co_notifier *notifier; /* NULL without --notify-url */
+  co_metrics *metrics;   /* always; served only with --metrics-addr */
+  co_state state;
+  bool schema_checked;
+  int register_failures; /* consecutive; drives the retry wait */
+  uint64_t gauges_ms;    /* monotonic time of the last gauge refresh */
+  char version[64];      /* our session's version string */
+} coord;
+
+static volatile sig_atomic_t signals_seen;
+
+static void on_signal(int sig)
+{
+  (void)sig;
+  if (signals_seen < 100)
+    signals_seen++;
+}
+
+/* Sleep until the monotonic deadline in slices of at most 100 ms; false
+ * once a signal arrived. */
+static bool nap_until(uint64_t deadline_ms)
+{
+  while (!signals_seen) {
+    uint64_t now = oq_monotonic_ms();
+    if (now >= deadline_ms)
+      return true;
+    uint64_t left = deadline_ms - now;
+    long slice = left < 100 ? (long)left : 100;
+    struct timespec ts = {0, slice * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
+static const char *sid(const coord *c)
+{
+  return c->sess ? oq_session_id(c->sess) : NULL;
+}
+
+/* ---- flags ------------------------------------------------------------- */
+
+typedef enum opt_kind {
+  OPT_DURATION,     /* int64_t ms */
+  OPT_DURATION_OFF, /* int64_t ms, or "off" -> -1 */
+  OPT_STRING,       /* const char * into argv */
+  OPT_LEVEL,        /* --log-level */
+  OPT_FORMAT        /* --log-format */
+} opt_kind;
+
+typedef struct opt {
+  const char *name;
+  opt_kind kind;
+  size_t offset;   /* into co_opts */
+  const char *arg; /* the value's placeholder in --help */
+  const char *help;
+} opt;
+
+#define O(f) offsetof(co_opts, f)
+static const opt opts[] = {
+    {"--interval", OPT_DURATION, O(interval_ms), "D",
+     "one pass every D: reap, lease, duties (1s)"},
+    {"--keep-done", OPT_DURATION_OFF, O(keep_done_ms), "D|off",
+     "delete onceq_done rows older than D (24h)"},
+    {"--keep-dead", OPT_DURATION_OFF, O(keep_dead_ms), "D|off",
+     "delete onceq_dead rows older than D (168h)"},
+    {"--notify-url", OPT_STRING, O(notify_url), "URL",
+     "POST each dead item there as JSON (off)"},
+    {"--notify-timeout", OPT_DURATION, O(notify_timeout_ms), "D",
+     "limit for one webhook request (10s)"},
+    {"--metrics-addr", OPT_STRING, O(metrics_addr), "HOST:PORT",
+     "serve /metrics and /healthz (off)"},
+    {"--heartbeat-interval", OPT_DURATION, O(heartbeat_interval_ms), "D",
+     "session heartbeat period (1s)"},
+    {"--session-expiry", OPT_DURATION, O(session_expiry_ms), "D",
+     "silent this long: session and lease go (5s)"},
+    {"--log-level", OPT_LEVEL, O(log_level), "L",
+     "debug|info|warn|error (info)"},
+    {"--log-format", OPT_FORMAT, O(log_json), "F", "text|json (text)"},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+static void usage(void)
+{
+  printf("usage: onceq coordinator [OPTIONS]\n"
+         "  the janitor daemon; run one or more, exactly one leads (a lease "
+         "row\n"
+         "  that references its session) and reaps, enforces retention, "
+         "sends\n"
+         "  dead-job webhooks and fires schedules. SIGTERM: stop and give "
+         "up the\n"
+         "  lease at once.\n\noptions:\n");
+  for (size_t i = 0; i < NOPTS; i++) {
+    char left[48];
+    snprintf(left, sizeof left, "%s %s", opts[i].name, opts[i].arg);
+    printf("  %-24s %s\n", left, opts[i].help);
+  }
+  printf("durations: 250ms, 5s, 2m, 1h (combinations like 1h30m)\n");
+}
+
+/* Returns 0 (go on), 1 (--help printed) or exit code 2 after a message. */
+static int parse(int argc, char **argv, co_opts *o)
+{
+  memset(o, 0, sizeof *o);
+  o->interval_ms = 1000;
+  o->keep_done_ms = 24 * 3600 * 1000LL;
+  o->keep_dead_ms = 168 * 3600 * 1000LL;
+  o->notify_timeout_ms = 10000;
+  o->heartbeat_interval_ms = 1000;
+  o->session_expiry_ms = 5000;
+  o->log_level = OQ_LOG_INFO;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage();
+      return 1;
+    }
+    const opt *op = NULL;
+    const char *val = NULL;
+    for (size_t k = 0; k < NOPTS && !op; k++) {
+      size_t n = strlen(opts[k].name);
+      if (strncmp(a, opts[k].name, n) == 0 && (a[n] == '\0' || a[n] == '=')) {
+        op = &opts[k];
+        val = a[n] == '=' ? a + n + 1 : NULL;
+      }
+    }
+    if (!op)
+      return cli_usage_error("coordinator", "unknown option %s", a);
+    if (!val) {
+      if (i + 1 >= argc)
+        return cli_usage_error("coordinator", "%s needs a value", op->name);
+      val = argv[++i];
+    }
+    char *field = (char *)o + op->offset;
+    switch (op->kind) {
+    case OPT_DURATION_OFF:
+      if (strcmp(val, "off") == 0) {
+        *(int64_t *)(void *)field = -1;
+        break;
+      }
+      /* fall through */
+    case OPT_DURATION: {
+      int64_t ms;
+      if (oq_duration_parse(val, &ms) != OQ_OK || ms <= 0)
+        return cli_usage_error("coordinator",
+                               "%s %s: expected a duration like 500ms, 2s, "
+                               "5m or 24h%s",
+                               op->name, val,
+                               op->kind == OPT_DURATION_OFF ? ", or off" : "");
+      *(int64_t *)(void *)field = ms;
+      break;
+    }
+    case OPT_STRING:
+      *(const char **)(void *)field = val;
+      break;
+    case OPT_LEVEL: {
+      int lv = oq_log_level_parse(val);
+      if (lv < 0)
+        return cli_usage_error("coordinator",
+                               "--log-level %s is unknown; use debug, info, "
+                               "warn or error",
+                               val);
+      o->log_level = lv;
+      break;
+    }
+    case OPT_FORMAT:
+      if (strcmp(val, "json") == 0)
+        o->log_json = true;
+      else if (strcmp(val, "text") == 0)
+        o->log_json = false;
+      else
+        return cli_usage_error(
+            "coordinator", "--log-format %s is unknown; use text or json", val);
+      break;
+    }
+  }
+  if (o->interval_ms < 50)
+    return cli_usage_error("coordinator", "--interval must be at least 50ms");
+  if (o->heartbeat_interval_ms > 0x7fffffff ||
+      o->session_expiry_ms > 0x7fffffff || o->notify_timeout_ms > 0x7fffffff)
+    return cli_usage_error("coordinator", "a duration is too long");
+  return 0;
+}
+
+/* ---- session ----------------------------------------------------------- */
+
+/* Called on the heartbeat thread: only logs. The loop reads the state. */
+static void on_session_event(void *ud, oq_session *s, oq_session_state st)
+{
+  (void)ud;
+  if (st == OQ_SESSION_LOST)
+    OQ_LOG(OQ_LOG_WARN, oq_session_id(s), NULL,
+           "session lost (reaped): the lease went with it");
+  else if (st == OQ_SESSION_FENCED)
+    OQ_LOG(OQ_LOG_WARN, oq_session_id(s), NULL,
+           "heartbeat overdue: acting as follower until it lands");
+  else
+    OQ_LOG(OQ_LOG_INFO, oq_session_id(s), NULL, "heartbeat landing again");
+}
+
+static void set_leader(coord *c, bool leader)
+{
+  bool was = c->state == CO_LEAD;
+  if (leader && !was) {
+    OQ_LOG(OQ_LOG_INFO, sid(c), NULL, "leader: took the %s lease",
+           CO_LEASE_NAME);
+    co_metrics_add(c->metrics, CO_C_LEADERSHIPS, 1);
+    c->gauges_ms = 0; /* refresh the gauges now */
+  } else if (!leader && was) {
+    if (signals_seen)
+      OQ_LOG(OQ_LOG_INFO, sid(c), NULL, "stopping: giving up the lease");
+    else
+      OQ_LOG(OQ_LOG_WARN, sid(c), NULL, "no longer the leader");
+  }
+  if (c->sess)
+    c->state = leader ? CO_LEAD : CO_FOLLOW;
+  co_metrics_set_leader(c->metrics, leader);
+  if (!leader)
+    co_metrics_set_queues(c->metrics, NULL);
+}
+
+/* Stop the heartbeat, and (goodbye) delete the session row: that releases
+ * the lease in the same statement. */
+static void drop_session(coord *c, bool goodbye)
+{
+  if (!c->sess)
+    return;
+  oq_heartbeat_stop(c->hb);
+  c->hb = NULL;
+  if (goodbye) {
+    if (!oq_db_connected(c->db) && oq_db_reconnect(c->db) != OQ_OK) {
+      OQ_LOG(OQ_LOG_WARN, sid(c), NULL,
+             "cannot reach the database to end the session: it will be "
+             "reaped after its expiry (%s)",
+             oq_db_errmsg(c->db));
+    } else if (oq_session_end(c->db, c->sess) != OQ_OK) {
+      OQ_LOG(OQ_LOG_WARN, sid(c), NULL,
+             "ending the session failed: %s; it will be reaped after its "
+             "expiry",
+             oq_db_errmsg(c->db));
+    } else {
+      OQ_LOG(OQ_LOG_INFO, sid(c), NULL, "session ended; lease released");
+    }
+  }
+  co_metrics_set_healthy(c->metrics, false);
+  oq_session_free(c->sess);
+  c->sess = NULL;
+}
+
+/*
+ * CO_REGISTER: connect (once), check the schema (once), register a session
+ * and start its heartbeat. Returns 0 when registered, -1 to retry after a
+ * wait, or an exit code (2) for problems waiting cannot fix.
+ */
+static int do_register(coord *c)
+{
+  char err[OQ_ERRBUF_SIZE];
+  oq_err e;
+  if (!c->db) {
+    e = oq_db_open(&c->dbo, &c->db, err, sizeof err);
+    if (e == OQ_ERR_CONFIG || e == OQ_ERR_AUTH)
+      return cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+    if (e != OQ_OK) {
+      OQ_LOG(OQ_LOG_WARN, NULL, NULL, "cannot connect: %s; retrying", err);
+      return -1;
+    }
+  } else if (!oq_db_connected(c->db) && oq_db_reconnect(c->db) != OQ_OK) {
+    OQ_LOG(OQ_LOG_WARN, NULL, NULL, "cannot connect: %s; retrying",
+           oq_db_errmsg(c->db));
+    return -1;
+  }
+  if (!c->schema_checked) {
+    e = oq_migrate_check(c->db);
+    if (e == OQ_ERR_SCHEMA)
+      return cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", oq_db_errmsg(c->db));
+    if (e != OQ_OK) {
+      OQ_LOG(OQ_LOG_WARN, NULL, NULL, "schema check failed: %s; retrying",
+             oq_db_errmsg(c->db));
+      return -1;
+    }
+    c->schema_checked = true;
+  }
+  oq_session_opts so = {.heartbeat_interval_ms =
+                            (int)c->o.heartbeat_interval_ms,
+                        .expiry_ms = (int)c->o.session_expiry_ms,
+                        .queues = "",
+                        .version = c->version};
+  e = oq_session_open(c->db, &so, &c->sess);
+  if (e != OQ_OK) {
+    OQ_LOG(OQ_LOG_WARN, NULL, NULL, "cannot register a session: %s; retrying",
+           oq_db_errmsg(c->db));
+    return -1;
+  }
+  e = oq_heartbeat_start(&c->dbo, c->sess, on_session_event, c, &c->hb, err,
+                         sizeof err);
+  if (e != OQ_OK) {
+    OQ_LOG(OQ_LOG_WARN, sid(c), NULL, "cannot start the heartbeat: %s", err);
+    c->hb = NULL;
+    drop_session(c, true);
+    return -1;
+  }
+  co_metrics_set_healthy(c->metrics, true);
+  OQ_LOG(OQ_LOG_INFO, sid(c), NULL,
+         "coordinator registered; one pass every %lld ms",
+         (long long)c->o.interval_ms);
+  c->state = CO_FOLLOW;
+  return 0;
+}
+
+/* ---- one pass ---------------------------------------------------------- */
+
+/* Log a failed step; false when the connection is gone (end the pass). */
+static bool step_failed(coord *c, const char *what)
+{
+  co_metrics_add(c->metrics, CO_C_ERRORS, 1);
+  OQ_LOG(OQ_LOG_WARN, sid(c), NULL, "%s failed: %s", what, oq_db_errmsg(c->db));
+  return oq_db_connected(c->db);
+}
+
+/* The leader's duties, after the reap. */
+static void lead(coord *c)
+{
+  long a = 0, b = 0;
+  co_retention r = {c->o.keep_done_ms, c->o.keep_dead_ms, c->notifier != NULL};
+  if (co_retention_run(c->db, &r, &signals_seen, &a, &b) != OQ_OK) {
+    if (!step_failed(c, "retention"))
+      return;
+  } else if (a + b > 0) {
+    co_metrics_add(c->metrics, CO_C_RETENTION_DONE, (uint64_t)a);
+    co_metrics_add(c->metrics, CO_C_RETENTION_DEAD, (uint64_t)b);
+    OQ_LOG(OQ_LOG_INFO, sid(c), NULL,
+           "retention: deleted %ld onceq_done and %ld onceq_dead row(s)", a, b);
+  }
+  if (c->notifier && !signals_seen) {
+    if (co_notify_run(c->notifier, c->db, &signals_seen, &a, &b) != OQ_OK) {
+      if (!step_failed(c, "dead-job notification"))
+        return;
+    }
+    co_metrics_add(c->metrics, CO_C_NOTIFIED, (uint64_t)a);
+    co_metrics_add(c->metrics, CO_C_NOTIFY_FAILED, (uint64_t)b);
+  }
+  if (!signals_seen) {
+    if (co_schedule_fire_due(c->db, &signals_seen, &a) != OQ_OK) {
+      if (!step_failed(c, "schedules"))
+        return;
+    }
+    co_metrics_add(c->metrics, CO_C_SCHEDULE_FIRED, (uint64_t)a);
+  }
+  /* gauges: only when served, at most every 5 s (each refresh reads up to
+   * CO_COUNT_CAP index entries per queue and state) */
+  uint64_t every = c->o.interval_ms > 5000 ? (uint64_t)c->o.interval_ms : 5000;
+  if (c->o.metrics_addr && !signals_seen &&
+      (c->gauges_ms == 0 || oq_monotonic_ms() - c->gauges_ms >= every)) {
+    co_snapshot s;
+    if (co_snapshot_take(c->db, false, &s) == OQ_OK) {
+      co_metrics_set_queues(c->metrics, &s);
+      co_snapshot_free(&s);
+      c->gauges_ms = oq_monotonic_ms();
+    } else {
+      (void)step_failed(c, "queue gauges");
+    }
+  }
+}
+
+/* CO_FOLLOW / CO_LEAD: one pass. */
+static void pass(coord *c)
+{
+  oq_session_state st = oq_session_state_get(c->sess);
+  if (st == OQ_SESSION_LOST) {
+    set_leader(c, false);
+    drop_session(c, false);
+    c->state = CO_REGISTER;
+    return;
+  }
+  co_metrics_set_healthy(c->metrics, st == OQ_SESSION_LIVE);
+  if (!oq_db_connected(c->db) && oq_db_reconnect(c->db) != OQ_OK) {
+    OQ_LOG(OQ_LOG_WARN, sid(c), NULL, "database unreachable: %s",
+           oq_db_errmsg(c->db));
+    set_leader(c, false);
+    return;
+  }
+  int ns = 0, nd = 0;
+  if (oq_reap(c->db, &ns, &nd) != OQ_OK) {
+    if (!step_failed(c, "reap")) {
+      set_leader(c, false);
+      return;
+    }
+  }
+  co_metrics_add(c->metrics, CO_C_REAPED_SESSIONS, (uint64_t)ns);
+  co_metrics_add(c->metrics, CO_C_REAPED_DEAD, (uint64_t)nd);
+  bool leader = false;
+  char holder[OQ_UUID_LEN + 1] = "";
+  if (st == OQ_SESSION_LIVE) {
+    oq_err e = co_lease_try(c->db, sid(c), &leader, holder, sizeof holder);
+    if (e == OQ_ERR_SESSION_LOST) {
+      OQ_LOG(OQ_LOG_WARN, sid(c), NULL,
+             "our session row is gone (reaped); registering again");
+      set_leader(c, false);
+      drop_session(c, false);
+      c->state = CO_REGISTER;
+      return;
+    }
+    if (e != OQ_OK) {
+      (void)step_failed(c, "lease");
+      leader = false;
+    } else if (!leader && c->state == CO_FOLLOW && holder[0]) {
+      OQ_LOG(OQ_LOG_DEBUG, sid(c), NULL, "follower: lease held by session %s",
+             holder);
+    }
+  }
+  set_leader(c, leader);
+  if (leader)
+    lead(c);
+}
+
+/* ---- main -------------------------------------------------------------- */
 
 int cmd_coordinator(const cli_globals *g, int argc, char **argv)
 {
-  (void)g;
-  (void)argc;
-  (void)argv;
-  return cli_fail(CLI_EXIT_RUNTIME, "coordinator", "not implemented yet");
+  coord c;
+  char err[OQ_ERRBUF_SIZE];
+  int rc = CLI_EXIT_OK;
+  memset(&c, 0, sizeof c);
+  c.g = g;
+  int p = parse(argc, argv, &c.o);
+  if (p == 1)
+    return CLI_EXIT_OK;
+  if (p != 0)
+    return p;
+  oq_session_opts so = {.heartbeat_interval_ms = (int)c.o.heartbeat_interval_ms,
+                        .expiry_ms = (int)c.o.session_expiry_ms};
+  if (oq_session_validate(&so, err, sizeof err) != OQ_OK)
+    return cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+  snprintf(c.version, sizeof c.version, "%s%s", CO_COORDINATOR_VERSION_PREFIX,
+           oq_version());
+  c.dbo.conninfo = g->db;
+  c.dbo.application_name = "onceq-coordinator";
+  wk_logsink_install((oq_log_level)c.o.log_level, c.o.log_json);
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    return cli_fail(CLI_EXIT_RUNTIME, "coordinator",
+                    "libcurl failed to initialise");
+  c.metrics = co_metrics_new();
+  if (!c.metrics) {
+    rc = cli_fail(CLI_EXIT_RUNTIME, "coordinator", "out of memory");
+    goto out;
+  }
+  if (c.o.notify_url) {
+    c.notifier = co_notifier_new(c.o.notify_url, (int)c.o.notify_timeout_ms,
+                                 err, sizeof err);
+    if (!c.notifier) {
+      rc = cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+      goto out;
+    }
+  }
+  if (c.o.metrics_addr) {
+    int port = 0;
+    if (co_metrics_serve(c.metrics, c.o.metrics_addr, &port, err, sizeof err) !=
+        0) {
+      rc = cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+      goto out;
+    }
+    OQ_LOG(OQ_LOG_INFO, NULL, NULL, "metrics on %s (port %d)", c.o.metrics_addr,
+           port);
+  }
+  OQ_LOG(OQ_LOG_INFO, NULL, NULL,
+         "coordinator starting: retention done=%s dead=%s, notifications %s",
+         c.o.keep_done_ms < 0 ? "off" : "on",
+         c.o.keep_dead_ms < 0 ? "off" : "on",
+         c.notifier ? co_notifier_shown_url(c.notifier) : "off");
+
+  /* the loop: bounded by the signals; each turn is one state step */
+  while (!signals_seen) {
+    uint64_t start = oq_monotonic_ms();
+    if (c.state == CO_REGISTER) {
+      int r = do_register(&c);
+      if (r > 0) {
+        rc = r;
+        break;
+      }
+      if (r < 0) {
+        int wait = 1000 << (c.register_failures < 4 ? c.register_failures : 4);
+        c.register_failures++;
+        nap_until(start + (uint64_t)wait);
+        continue;
+      }
+      c.register_failures = 0;
+    }
+    pass(&c);
+    nap_until(start + (uint64_t)c.o.interval_ms);
+  }
+  if (signals_seen)
+    OQ_LOG(OQ_LOG_INFO, sid(&c), NULL, "signal received: stopping");
+  set_leader(&c, false);
+  /* a second signal: no goodbye; the session is reaped after its expiry */
+  drop_session(&c, signals_seen < 2);
+out:
+  co_notifier_free(c.notifier);
+  co_metrics_free(c.metrics);
+  oq_db_close(c.db);
+  curl_global_cleanup();
+  return rc;
 }

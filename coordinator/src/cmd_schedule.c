@@ -1,10 +1,309 @@
-/* cmd_schedule.c: `onceq schedule`. Not written yet: being built for the operator CLI issue. */
+/*
+ * cmd_schedule.c: `onceq schedule add NAME CRON QUEUE PAYLOAD`,
+ * `onceq schedule list [--json]`, `onceq schedule rm NAME...`. The rows
+ * live in onceq_schedules; the coordinator leader fires them (schedule.h).
+ *
+ * A bad cron expression, bad JSON, a name that exists (add) or one that
+ * does not (rm): one line, exit 2, nothing changed (rm of several names is
+ * one transaction: all or nothing).
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "codb.h"
+#include "cofmt.h"
+#include "cron.h"
+#include "schedule.h"
+
+#define NAME_MAX_LEN 100
+
+static void usage(void)
+{
+  printf("usage: onceq schedule add NAME CRON QUEUE PAYLOAD_JSON\n"
+         "       onceq schedule list [--json]\n"
+         "       onceq schedule rm NAME...\n"
+         "  CRON: 5 fields, quoted: minute hour day-of-month month "
+         "day-of-week,\n"
+         "  with *, N, N-M, lists a,b, steps */S or N-M/S, names jan-dec and\n"
+         "  sun-sat, or @hourly/@daily/@weekly/@monthly/@yearly; times are "
+         "UTC.\n"
+         "  The coordinator leader (`onceq coordinator`) enqueues each "
+         "occurrence\n"
+         "  once, with unique key schedule:NAME:<epoch seconds>; occurrences\n"
+         "  missed while no coordinator ran are enqueued when one starts.\n"
+         "  NAME: 1-%d of A-Z a-z 0-9 _ . -\n",
+         NAME_MAX_LEN);
+}
+
+/* "2026-11-23T08:00:00Z" for Unix seconds. */
+static void iso_utc(char *buf, size_t len, double t)
+{
+  int y, mo, d, h, mi, s, wd;
+  co_utc_to_civil((int64_t)floor(t), &y, &mo, &d, &h, &mi, &s, &wd);
+  snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", y, mo, d, h, mi, s);
+}
+
+static bool valid_name(const char *s)
+{
+  size_t n = strlen(s);
+  if (n == 0 || n > NAME_MAX_LEN)
+    return false;
+  for (; *s; s++)
+    if (!isalnum((unsigned char)*s) && *s != '_' && *s != '.' && *s != '-')
+      return false;
+  return true;
+}
+
+static int sched_add(const cli_globals *g, int argc, char **argv)
+{
+  char why[256], next_s[40], when[40];
+  co_cron c;
+  if (argc != 6)
+    return cli_usage_error("schedule",
+                           "add takes NAME CRON QUEUE PAYLOAD_JSON (quote the "
+                           "cron expression: '*/5 * * * *')");
+  const char *name = argv[2], *expr = argv[3], *queue = argv[4],
+             *payload = argv[5];
+  if (!valid_name(name))
+    return cli_usage_error("schedule",
+                           "bad NAME '%.120s': use 1-%d of A-Z a-z 0-9 _ . -",
+                           name, NAME_MAX_LEN);
+  if (co_cron_parse(expr, &c, why, sizeof why) != 0)
+    return cli_usage_error("schedule", "%s", why);
+  if (!queue[0])
+    return cli_usage_error("schedule", "QUEUE must not be empty");
+
+  int rc = CLI_EXIT_OK;
+  oq_db *db = cli_connect(g, "schedule", &rc);
+  if (!db)
+    return rc;
+  co_rows r = {0};
+  oq_err e = oq_migrate_check(db);
+  if (e != OQ_OK) {
+    rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
+    goto out;
+  }
+  /* the first occurrence after the database's now() */
+  e = co_query(db, "SELECT extract(epoch FROM now())::float8", 0, NULL, &r);
+  if (e != OQ_OK) {
+    rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
+    goto out;
+  }
+  int64_t now = (int64_t)floor(co_atof(co_rows_get(&r, 0, 0), 0));
+  co_rows_free(&r);
+  int64_t next;
+  if (co_cron_next(&c, now, &next) != 0) {
+    rc = cli_usage_error("schedule", "cron '%s' never fires", expr);
+    goto out;
+  }
+  iso_utc(next_s, sizeof next_s, (double)next);
+  const char *p[5] = {name, expr, queue, payload, next_s};
+  e = co_query(db,
+               "INSERT INTO onceq_schedules (name, cron, queue, payload,"
+               " next_run_at) VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz)"
+               " ON CONFLICT (name) DO NOTHING RETURNING name",
+               5, p, &r);
+  if (e != OQ_OK) {
+    const char *st = oq_db_sqlstate(db);
+    if (strncmp(st, "22", 2) == 0) /* data exception: invalid JSON */
+      rc = cli_usage_error("schedule", "PAYLOAD is not valid JSON: %s",
+                           oq_db_errmsg(db));
+    else
+      rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
+    goto out;
+  }
+  if (r.nrows == 0) {
+    rc = cli_fail(CLI_EXIT_USAGE, "schedule",
+                  "a schedule named %s already exists (nothing changed); "
+                  "remove it first with `onceq schedule rm %s`",
+                  name, name);
+    goto out;
+  }
+  co_fmt_utc(when, sizeof when, (double)next);
+  if (g->json) {
+    printf("{\"name\":");
+    co_json_str(stdout, name);
+    printf(",\"cron\":");
+    co_json_str(stdout, expr);
+    printf(",\"queue\":");
+    co_json_str(stdout, queue);
+    printf(",\"next_run_at\":\"%s\",\"next_run_epoch\":%lld}\n", next_s,
+           (long long)next);
+  } else {
+    printf("added schedule %s: '%s' on queue %s; next run %s\n", name, expr,
+           queue, when);
+  }
+out:
+  co_rows_free(&r);
+  oq_db_close(db);
+  return rc;
+}
+
+static int sched_list(const cli_globals *g, int argc, char **argv)
+{
+  for (int i = 2; i < argc; i++) {
+    if (strcmp(argv[i], "--json") != 0)
+      return cli_usage_error("schedule", "list: unknown argument %s", argv[i]);
+  }
+  bool json = g->json || argc > 2;
+  int rc = CLI_EXIT_OK;
+  oq_db *db = cli_connect(g, "schedule", &rc);
+  if (!db)
+    return rc;
+  co_rows r = {0};
+  oq_err e = oq_migrate_check(db);
+  if (e == OQ_OK)
+    e = co_query(db,
+                 "SELECT name, cron, queue, payload::text,"
+                 " extract(epoch FROM next_run_at)::float8,"
+                 " extract(epoch FROM last_run_at)::float8,"
+                 " last_item_id::text, extract(epoch FROM now())::float8"
+                 " FROM onceq_schedules ORDER BY name",
+                 0, NULL, &r);
+  if (e != OQ_OK) {
+    rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
+    goto out;
+  }
+  if (json)
+    printf("[");
+  else if (r.nrows == 0)
+    printf("no schedules (add one with `onceq schedule add NAME CRON QUEUE "
+           "PAYLOAD`)\n");
+  else
+    printf("%-14s %-14s %-10s %-16s %7s %8s\n", "NAME", "CRON", "QUEUE",
+           "NEXT RUN (UTC)", "IN", "LAST");
+  for (int i = 0; i < r.nrows; i++) {
+    double next = co_atof(co_rows_get(&r, i, 4), 0);
+    double last = co_atof(co_rows_get(&r, i, 5), -1);
+    double now = co_atof(co_rows_get(&r, i, 7), 0);
+    char when[40], in[32], ago[32];
+    co_fmt_utc(when, sizeof when, next);
+    if (json) {
+      printf("%s{\"name\":", i ? "," : "");
+      co_json_str(stdout, co_rows_get(&r, i, 0));
+      printf(",\"cron\":");
+      co_json_str(stdout, co_rows_get(&r, i, 1));
+      printf(",\"queue\":");
+      co_json_str(stdout, co_rows_get(&r, i, 2));
+      /* the payload is JSON already: embed it as is */
+      char iso[40];
+      iso_utc(iso, sizeof iso, next);
+      printf(",\"payload\":%s,\"next_run_at\":\"%s\",\"next_run_epoch\":%.0f,"
+             "\"last_run_at\":",
+             co_rows_get(&r, i, 3) ? co_rows_get(&r, i, 3) : "null", iso, next);
+      if (last >= 0) {
+        iso_utc(iso, sizeof iso, last);
+        printf("\"%s\"", iso);
+      } else {
+        printf("null");
+      }
+      printf(",\"last_item_id\":");
+      co_json_str(stdout, co_rows_get(&r, i, 6));
+      printf("}");
+    } else {
+      /* "2026-11-22 08:00" of "2026-11-22 08:00:00 UTC" */
+      when[16] = '\0';
+      co_fmt_age(in, sizeof in, next - now);
+      if (next < now)
+        snprintf(in, sizeof in, "due");
+      co_fmt_age(ago, sizeof ago, last >= 0 ? now - last : -1);
+      printf("%-14.14s %-14.14s %-10.10s %-16s %7s %8s\n",
+             co_rows_get(&r, i, 0), co_rows_get(&r, i, 1),
+             co_rows_get(&r, i, 2), when, in, ago);
+    }
+  }
+  if (json)
+    printf("]\n");
+out:
+  co_rows_free(&r);
+  oq_db_close(db);
+  return rc;
+}
+
+/* rm: every name in one transaction; a missing one rolls all back. */
+typedef struct rm_ctx {
+  char **names;
+  int n;
+  const char *missing; /* the first name that did not exist */
+} rm_ctx;
+
+static oq_err rm_tx(oq_db *db, void *ud)
+{
+  rm_ctx *x = ud;
+  x->missing = NULL;
+  for (int i = 0; i < x->n; i++) {
+    long n = 0;
+    const char *p[1] = {x->names[i]};
+    oq_err e =
+        oq_db_exec(db, "DELETE FROM onceq_schedules WHERE name = $1", 1, p, &n);
+    if (e != OQ_OK)
+      return e;
+    if (n == 0) {
+      x->missing = x->names[i];
+      return OQ_ERR_INVALID; /* rolls back */
+    }
+  }
+  return OQ_OK;
+}
+
+static int sched_rm(const cli_globals *g, int argc, char **argv)
+{
+  if (argc < 3)
+    return cli_usage_error("schedule", "rm takes one or more NAMEs");
+  int rc = CLI_EXIT_OK;
+  oq_db *db = cli_connect(g, "schedule", &rc);
+  if (!db)
+    return rc;
+  rm_ctx x = {argv + 2, argc - 2, NULL};
+  oq_err e = oq_migrate_check(db);
+  if (e == OQ_OK)
+    e = oq_db_transact(db, rm_tx, &x);
+  if (e == OQ_ERR_INVALID && x.missing) {
+    rc = cli_fail(CLI_EXIT_USAGE, "schedule",
+                  "no schedule named %s (nothing removed); see `onceq "
+                  "schedule list`",
+                  x.missing);
+  } else if (e != OQ_OK) {
+    rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
+  } else if (g->json) {
+    printf("{\"removed\":[");
+    for (int i = 0; i < x.n; i++) {
+      printf("%s", i ? "," : "");
+      co_json_str(stdout, x.names[i]);
+    }
+    printf("]}\n");
+  } else {
+    for (int i = 0; i < x.n; i++)
+      printf("removed schedule %s\n", x.names[i]);
+  }
+  oq_db_close(db);
+  return rc;
+}
 
 int cmd_schedule(const cli_globals *g, int argc, char **argv)
 {
-  (void)g;
-  (void)argc;
-  (void)argv;
-  return cli_fail(CLI_EXIT_RUNTIME, "schedule", "not implemented yet");
+  if (argc < 2)
+    return cli_usage_error("schedule", "expected add, list or rm");
+  const char *sub = argv[1];
+  if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 ||
+      strcmp(sub, "help") == 0) {
+    usage();
+    return CLI_EXIT_OK;
+  }
+  for (int i = 2; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0) {
+      usage();
+      return CLI_EXIT_OK;
+    }
+  if (strcmp(sub, "add") == 0)
+    return sched_add(g, argc, argv);
+  if (strcmp(sub, "list") == 0 || strcmp(sub, "ls") == 0)
+    return sched_list(g, argc, argv);
+  if (strcmp(sub, "rm") == 0 || strcmp(sub, "remove") == 0)
+    return sched_rm(g, argc, argv);
+  return cli_usage_error("schedule",
+                         "unknown subcommand %s; use add, list or rm", sub);
 }

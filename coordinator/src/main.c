@@ -17,6 +17,7 @@ static const cli_cmd commands[] = {
     {"retry", cmd_retry, "move dead items back to ready"},
     {"stats", cmd_stats, "per-queue counts, lag, rates, scaling hint"},
     {"sessions", cmd_sessions, "live worker sessions and their claims"},
+    {"parts", cmd_parts, "partition owners and load; `parts set P`"},
     {"reap", cmd_reap, "reap expired sessions once, releasing claims"},
     {"coordinator", cmd_coordinator, "the janitor daemon (leader by lease)"},
     {"schedule", cmd_schedule, "add|list|rm cron schedules"},

@@ -1,6 +1,8 @@
 /*
- * claim.c: claiming ready items for a session (item.h). Claims decide only
- * where to look; the ack's claim check decides who may acknowledge.
+ * claim.c: claiming ready items for a session: anywhere (item.h, oq_claim)
+ * or within the session's parts (partition.h, oq_claim_parts). Claims
+ * decide only where to look; the ack's claim check decides who may
+ * acknowledge.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,16 +43,15 @@ static oq_err add_row(void *ud, int ncols, const char *const *v)
   it->priority = v[5] ? atoi(v[5]) : 0;
   it->enqueued_at_us = v[6] ? strtoll(v[6], NULL, 10) : 0;
   it->claimed_at_us = v[7] ? strtoll(v[7], NULL, 10) : 0;
+  it->slot = ncols > 8 && v[8] ? atoi(v[8]) : 0;
   a->n++;
   return OQ_OK;
 }
 
-oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
-                size_t nqueues, int max, oq_item **items, size_t *n)
+/* The checks every claim starts with: arguments and the session state. */
+static oq_err claim_precheck(oq_db *db, const oq_session *s,
+                             const char *const *queues, size_t nqueues, int max)
 {
-  *items = NULL;
-  *n = 0;
-  oq__db_clear(db);
   if (max <= 0 || nqueues == 0 || !queues)
     return oq__db_fail(db, OQ_ERR_INVALID, NULL,
                        "claim needs at least one queue and max > 0");
@@ -67,6 +68,30 @@ oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
   case OQ_SESSION_LIVE:
     break;
   }
+  return OQ_OK;
+}
+
+/* A claim statement failing with 23503 means our session row is gone. */
+static oq_err session_gone(oq_db *db, const oq_session *s, oq_err e)
+{
+  if (e == OQ_ERR_SQL && strcmp(oq_db_sqlstate(db), "23503") == 0)
+    /* foreign_key_violation: our session row is gone */
+    return oq__db_fail(db, OQ_ERR_SESSION_LOST, "23503",
+                       "session %s no longer exists (reaped); open a new "
+                       "session",
+                       oq_session_id(s));
+  return e;
+}
+
+oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
+                size_t nqueues, int max, oq_item **items, size_t *n)
+{
+  *items = NULL;
+  *n = 0;
+  oq__db_clear(db);
+  oq_err pe = claim_precheck(db, s, queues, nqueues, max);
+  if (pe != OQ_OK)
+    return pe;
   char *qarr = oq__text_array(queues, nqueues);
   claim_acc acc = {.items = calloc((size_t)max, sizeof(oq_item)),
                    .cap = (size_t)max};
@@ -81,12 +106,7 @@ oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
   oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM), 3,
                                 params, add_row, &acc, NULL);
   free(qarr);
-  if (e == OQ_ERR_SQL && strcmp(oq_db_sqlstate(db), "23503") == 0)
-    /* foreign_key_violation: our session row is gone */
-    e = oq__db_fail(db, OQ_ERR_SESSION_LOST, "23503",
-                    "session %s no longer exists (reaped); open a new "
-                    "session",
-                    oq_session_id(s));
+  e = session_gone(db, s, e);
   if (e != OQ_OK) {
     oq_items_free(acc.items, acc.n);
     return acc.nomem ? oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory") : e;
@@ -95,6 +115,87 @@ oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
     free(acc.items);
     acc.items = NULL;
   }
+  *items = acc.items;
+  *n = acc.n;
+  return OQ_OK;
+}
+
+/* Claim up to acc's room from slots [r->lo, r->hi), items ready for at
+ * least orphan_ms, appending to acc. */
+static oq_err claim_range(oq_db *db, const oq_session *s, const char *qarr,
+                          const oq__slot_range *r, int orphan_ms,
+                          claim_acc *acc)
+{
+  char lim[16], lo[16], hi[16], age[24];
+  snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
+  snprintf(lo, sizeof lo, "%d", r->lo);
+  snprintf(hi, sizeof hi, "%d", r->hi);
+  snprintf(age, sizeof age, "%d", orphan_ms);
+  const char *params[6] = {oq_session_id(s), qarr, lim, lo, hi, age};
+  oq_err e =
+      oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM_PARTS), 6,
+                         params, add_row, acc, NULL);
+  return session_gone(db, s, e);
+}
+
+/* At most this many orphan range statements per claim: orphans are a
+ * backstop, not the common path. */
+#define MAX_ORPHAN_RUNS 8
+
+oq_err oq_claim_parts(oq_db *db, const oq_session *s, oq_parts *p,
+                      const char *const *queues, size_t nqueues, int max,
+                      oq_item **items, size_t *n)
+{
+  *items = NULL;
+  *n = 0;
+  oq__db_clear(db);
+  oq_err e = claim_precheck(db, s, queues, nqueues, max);
+  if (e != OQ_OK)
+    return e;
+  if (strcmp(oq__parts_session(p), oq_session_id(s)) != 0) {
+    e = oq_parts_rebalance(db, s, p); /* first use with this session */
+    if (e != OQ_OK)
+      return e;
+  }
+  size_t nown = 0, first = 0, norphan = 0;
+  const oq__slot_range *orphans = NULL;
+  int orphan_ms = 0;
+  const oq__slot_range *own =
+      oq__parts_runs(p, &nown, &first, &orphans, &norphan, &orphan_ms);
+  if (nown == 0 && norphan == 0)
+    return OQ_OK; /* an idle member: nothing of ours to look at */
+  char *qarr = oq__text_array(queues, nqueues);
+  claim_acc acc = {.items = calloc((size_t)max, sizeof(oq_item)),
+                   .cap = (size_t)max};
+  if (!qarr || !acc.items) {
+    free(qarr);
+    free(acc.items);
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  }
+  for (size_t i = 0; i < nown && acc.n < acc.cap && e == OQ_OK; i++)
+    e = claim_range(db, s, qarr, &own[(first + i) % nown], 0, &acc);
+  for (size_t i = 0;
+       i < norphan && i < MAX_ORPHAN_RUNS && acc.n < acc.cap && e == OQ_OK; i++)
+    e = claim_range(db, s, qarr, &orphans[i], orphan_ms, &acc);
+  free(qarr);
+  if (acc.nomem)
+    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  if (e != OQ_OK && acc.n == 0) {
+    free(acc.items);
+    return e;
+  }
+  /* Items claimed by an earlier statement are ours now: hand them over
+   * even when a later statement failed (its error shows up again on the
+   * next call). */
+  if (e != OQ_OK)
+    OQ_LOG(OQ_LOG_WARN, oq_session_id(s), NULL,
+           "partitioned claim stopped after %zu item(s): %s", acc.n,
+           oq_db_errmsg(db));
+  if (acc.n == 0) {
+    free(acc.items);
+    acc.items = NULL;
+  }
+  oq__db_clear(db);
   *items = acc.items;
   *n = acc.n;
   return OQ_OK;

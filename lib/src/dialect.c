@@ -1,6 +1,6 @@
 /*
  * dialect.c: every SQL statement libonceq sends, per engine. Text differs
- * between PostgreSQL and CockroachDB only where it must (the claim, the
+ * between PostgreSQL and CockroachDB only where it must (the claims, the
  * migration lock); everything else is shared text that both engines accept.
  *
  * Parameters carry explicit casts so both engines infer the same types.
@@ -13,7 +13,7 @@
 #define ITEM_COLS                                                              \
   "id::text, queue, payload::text, attempts, max_attempts, priority, "         \
   "(extract(epoch FROM created_at) * 1000000)::int8, "                         \
-  "(extract(epoch FROM claimed_at) * 1000000)::int8"
+  "(extract(epoch FROM claimed_at) * 1000000)::int8, part"
 
 #define READY                                                                  \
   "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "             \
@@ -27,17 +27,26 @@
  * other's rows instead of queueing on them.
  */
 static const char claim_pg[] =
+    /* One index-ordered scan per queue (LATERAL) instead of
+     * queue = ANY($2): with ANY the planner cannot walk the ready index in
+     * (priority, run_at) order and sorts every ready row (68 ms per claim at
+     * 100k items vs 0.6 ms, measured by test/bench). A queue's extra locked
+     * rows beyond the final LIMIT are unlocked when the statement commits. */
     "WITH c AS MATERIALIZED ("
-    " SELECT id FROM onceq_items WHERE " READY
+    " SELECT x.id FROM unnest($2::text[]) AS q(name)"
+    " CROSS JOIN LATERAL (SELECT id, priority, run_at FROM onceq_items"
+    " WHERE claim IS NULL AND queue = q.name AND run_at <= now()"
+    " AND attempts < max_attempts"
     " ORDER BY priority DESC, run_at LIMIT $3::int"
-    " FOR UPDATE SKIP LOCKED)"
+    " FOR UPDATE SKIP LOCKED) x"
+    " ORDER BY x.priority DESC, x.run_at LIMIT $3::int)"
     " UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"
     " attempts = i.attempts + 1"
     " FROM c WHERE i.id = c.id"
     " RETURNING i.id::text, i.queue, i.payload::text, i.attempts,"
     " i.max_attempts, i.priority,"
     " (extract(epoch FROM i.created_at) * 1000000)::int8,"
-    " (extract(epoch FROM i.claimed_at) * 1000000)::int8";
+    " (extract(epoch FROM i.claimed_at) * 1000000)::int8, i.part";
 
 /*
  * CockroachDB claim: one UPDATE with ORDER BY/LIMIT, sent as an implicit
@@ -49,6 +58,53 @@ static const char claim_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
     " attempts = attempts + 1"
     " WHERE " READY " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " RETURNING " ITEM_COLS;
+
+/*
+ * Partitioned claims (partition.c): the READY predicate plus one slot range
+ * [$4, $5) (a contiguous run of parts) and, for orphan parts, "ready for
+ * longer than $6 ms" ($6 = 0 for the session's own parts). Claimers in
+ * different blocks never lock, or predicate-lock, each other's rows:
+ *  - PostgreSQL walks onceq_items_ready (queue, priority DESC, run_at,
+ *    part) per queue in claim order, like the claim above, with the slot
+ *    range as an Index Cond on the last key: other blocks' entries are
+ *    skipped inside the index, without a heap visit, and the scan stops
+ *    after $3 rows. (With part as the second key the range would be
+ *    contiguous, but every claim would read and sort its whole block:
+ *    16 ms instead of 0.4 ms per claim at 20,000 ready items, 8 sessions.)
+ *  - CockroachDB scans its own span of onceq_items_part_ready (queue, part,
+ *    priority DESC, run_at): sessions' spans are disjoint, so a claim never
+ *    meets another block's intents.
+ */
+#define READY_IN_RANGE                                                         \
+  "claim IS NULL AND queue = ANY($2::text[])"                                  \
+  " AND run_at <= now() - $6::int8 * interval '1 millisecond'"                 \
+  " AND attempts < max_attempts AND part >= $4::int4 AND part < $5::int4"
+
+static const char claim_parts_pg[] =
+    "WITH c AS MATERIALIZED ("
+    " SELECT x.id FROM unnest($2::text[]) AS q(name)"
+    " CROSS JOIN LATERAL (SELECT id, priority, run_at FROM onceq_items"
+    " WHERE claim IS NULL AND queue = q.name"
+    " AND run_at <= now() - $6::int8 * interval '1 millisecond'"
+    " AND attempts < max_attempts AND part >= $4::int4 AND part < $5::int4"
+    " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " FOR UPDATE SKIP LOCKED) x"
+    " ORDER BY x.priority DESC, x.run_at LIMIT $3::int)"
+    " UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"
+    " attempts = i.attempts + 1"
+    " FROM c WHERE i.id = c.id"
+    " RETURNING i.id::text, i.queue, i.payload::text, i.attempts,"
+    " i.max_attempts, i.priority,"
+    " (extract(epoch FROM i.created_at) * 1000000)::int8,"
+    " (extract(epoch FROM i.claimed_at) * 1000000)::int8, i.part";
+
+/* No SKIP LOCKED (it needs v24.1.5+/v24.2.3+): within one block only its
+ * owner claims, so there is nobody to skip in steady state. */
+static const char claim_parts_crdb[] =
+    "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
+    " attempts = attempts + 1"
+    " WHERE " READY_IN_RANGE " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
 #define DEAD_COLS                                                              \
@@ -129,6 +185,50 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " unique_key, coalesce(last_error || '; ', '') ||"
         " 'abandoned: its session expired during attempt ' || attempts,"
         " created_at FROM d",
+    /* ---- partitions (partition.c) ---- */
+    [OQ__SQL_PARTS_JOIN] = "UPDATE onceq_sessions SET partitioned = true"
+                           " WHERE id = $1::uuid",
+    [OQ__SQL_PARTS_LEAVE] = "UPDATE onceq_sessions SET partitioned = false"
+                            " WHERE id = $1::uuid",
+    /* one consistent read per round: P, the live members, the owners */
+    [OQ__SQL_PARTS_SNAPSHOT] =
+        "SELECT 'P'::text, value, NULL::int8, NULL::text FROM onceq_settings"
+        " WHERE key = 'partitions'"
+        " UNION ALL SELECT 'M'::text, id::text, NULL::int8, queues"
+        " FROM onceq_sessions WHERE partitioned"
+        " AND heartbeated_at + expiry >= now()"
+        " UNION ALL SELECT 'O'::text, session_id::text, part::int8, NULL::text"
+        " FROM onceq_session_parts",
+    [OQ__SQL_PARTS_TAKE] =
+        "INSERT INTO onceq_session_parts (part, session_id)"
+        " SELECT t.p, $1::uuid FROM unnest($2::int4[]) AS t(p)"
+        " ON CONFLICT (part) DO NOTHING RETURNING part",
+    [OQ__SQL_PARTS_GIVE_UP] = "DELETE FROM onceq_session_parts"
+                              " WHERE session_id = $1::uuid"
+                              " AND part = ANY($2::int4[])",
+    [OQ__SQL_PARTS_GIVE_UP_ALL] = "DELETE FROM onceq_session_parts"
+                                  " WHERE session_id = $1::uuid",
+    /* the slots of our in-flight items (onceq_items_claim index) */
+    [OQ__SQL_PARTS_INFLIGHT] =
+        "SELECT DISTINCT part FROM onceq_items WHERE claim = $1::uuid",
+    [OQ__SQL_PARTS_GET] =
+        "SELECT value FROM onceq_settings WHERE key = 'partitions'",
+    [OQ__SQL_PARTS_SET] =
+        "INSERT INTO onceq_settings (key, value) VALUES ('partitions',"
+        " $1::text) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    [OQ__SQL_PARTS_OWNERS] = "SELECT sp.part, s.id::text, s.hostname, s.pid,"
+                             " s.heartbeated_at + s.expiry >= now()"
+                             " FROM onceq_session_parts sp"
+                             " JOIN onceq_sessions s ON s.id = sp.session_id",
+    [OQ__SQL_PARTS_MEMBERS] =
+        "SELECT count(*) FROM onceq_sessions WHERE partitioned"
+        " AND heartbeated_at + expiry >= now()",
+    /* per slot; the report folds slots into parts */
+    [OQ__SQL_PARTS_SLOT_COUNTS] =
+        "SELECT part, sum(CASE WHEN claim IS NULL AND run_at <= now()"
+        " AND attempts < max_attempts THEN 1 ELSE 0 END)::int8,"
+        " sum(CASE WHEN claim IS NOT NULL THEN 1 ELSE 0 END)::int8"
+        " FROM onceq_items GROUP BY part",
     [OQ__SQL_MIGRATIONS_TABLE] =
         "CREATE TABLE IF NOT EXISTS onceq_migrations ("
         " version INT PRIMARY KEY, name TEXT NOT NULL,"
@@ -152,6 +252,8 @@ const char *oq__sql(oq_engine engine, oq__stmt stmt)
   switch (stmt) {
   case OQ__SQL_CLAIM:
     return crdb ? claim_crdb : claim_pg;
+  case OQ__SQL_CLAIM_PARTS:
+    return crdb ? claim_parts_crdb : claim_parts_pg;
   case OQ__SQL_MIGRATE_LOCK:
     return crdb ? "SELECT 1" : migrate_lock_pg;
   case OQ__SQL_MIGRATE_UNLOCK:

@@ -55,6 +55,7 @@ const oq_db_opts *oq__db_opts(const oq_db *db);
 
 typedef enum oq__stmt {
   OQ__SQL_CLAIM,
+  OQ__SQL_CLAIM_PARTS,
   OQ__SQL_ACK,
   OQ__SQL_ACK_HISTORY,
   OQ__SQL_ACK_BATCH,
@@ -71,6 +72,18 @@ typedef enum oq__stmt {
   OQ__SQL_HEARTBEAT,
   OQ__SQL_REAP_SESSIONS,
   OQ__SQL_REAP_EXHAUSTED,
+  OQ__SQL_PARTS_JOIN,
+  OQ__SQL_PARTS_LEAVE,
+  OQ__SQL_PARTS_SNAPSHOT,
+  OQ__SQL_PARTS_TAKE,
+  OQ__SQL_PARTS_GIVE_UP,
+  OQ__SQL_PARTS_GIVE_UP_ALL,
+  OQ__SQL_PARTS_INFLIGHT,
+  OQ__SQL_PARTS_GET,
+  OQ__SQL_PARTS_SET,
+  OQ__SQL_PARTS_OWNERS,
+  OQ__SQL_PARTS_MEMBERS,
+  OQ__SQL_PARTS_SLOT_COUNTS,
   OQ__SQL_MIGRATIONS_TABLE,
   OQ__SQL_MIGRATIONS_VERSION,
   OQ__SQL_MIGRATIONS_RECORD,
@@ -85,6 +98,23 @@ const char *oq__sql(oq_engine engine, oq__stmt stmt);
 oq_engine oq__dialect_detect(const char *crdb_version);
 /* Build a text[] literal {"a","b"} for queues; malloc'd, NULL on OOM. */
 char *oq__text_array(const char *const *elems, size_t n);
+
+/* ---- partition.c / claim.c: partitioned claims ------------------------ */
+
+/* A slot range [lo, hi) to claim from. */
+typedef struct oq__slot_range {
+  int lo, hi;
+} oq__slot_range;
+
+/* The session p's last round was for ("" before the first). */
+const char *oq__parts_session(const oq_parts *p);
+/* The claimable runs of parts (*nown of them) and the orphan runs
+ * (*norphan, claimed only for items ready longer than *orphan_after_ms),
+ * as slot ranges. *first is where to start in the claimable runs: it moves
+ * on by one each call, so every run gets its turn at the front. */
+const oq__slot_range *oq__parts_runs(oq_parts *p, size_t *nown, size_t *first,
+                                     const oq__slot_range **orphans,
+                                     size_t *norphan, int *orphan_after_ms);
 
 /* ---- schema_embed.c (generated) ------------------------------------- */
 #include "schema_embed.h"

@@ -47,6 +47,10 @@ static const opt opts[] = {
     {"--drain", OPT_FLAG, O(drain), "exit 0 once no ready item is left"},
     {"--history", OPT_FLAG, O(history), "keep onceq_done rows of acked items"},
     {"--insecure", OPT_FLAG, O(insecure), "--http: skip TLS verification"},
+    {"--partitioned", OPT_FLAG, O(partitioned),
+     "claim only in this session's parts (see `onceq parts`)"},
+    {"--orphan-after", OPT_DURATION, O(orphan_after_ms),
+     "also claim items ready this long in unowned parts (30s)"},
 };
 
 static const char usage_head[] =
@@ -131,6 +135,7 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
   cfg->kill_grace_ms = 5000;
   cfg->shutdown_timeout_ms = 30000;
   cfg->retry_base_ms = 1000;
+  cfg->orphan_after_ms = 30000;
   cfg->log_level = OQ_LOG_INFO;
   for (int i = 1; i < argc; i++) {
     char *a = argv[i];
@@ -151,6 +156,23 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
                    "--exec needs a command; e.g. --exec "
                    "/usr/local/bin/job --flag%s%s",
                    "", NULL);
+      /* "--exec CMD --sql X" is almost always two handlers by mistake;
+       * a command that takes such flags itself goes after "--". */
+      if (strcmp(val, "--") == 0) {
+        if (i + 2 >= argc)
+          return bad(err, errlen, "--exec -- needs a command after --%s%s",
+                     "", NULL);
+        cfg->exec_argv = &argv[i + 2];
+        break;
+      }
+      for (int k = i + 1; k < argc; k++)
+        if (strcmp(argv[k], "--sql") == 0 || strcmp(argv[k], "--http") == 0 ||
+            strcmp(argv[k], "--exec") == 0)
+          return bad(err, errlen,
+                     "more than one handler given (--exec and %s); choose "
+                     "one, or write --exec -- CMD if %s is the command's own "
+                     "argument",
+                     argv[k], argv[k]);
       cfg->exec_argv = &argv[i + 1];
       break; /* the rest of the line is the command */
     }
@@ -241,6 +263,10 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
       snprintf(err, errlen,
                "--heartbeat-interval must be <= 1h and "
                "--session-expiry <= 24h");
+    return -1;
+  }
+  if (cfg->orphan_after_ms > 86400000) {
+    snprintf(err, errlen, "--orphan-after must be <= 24h");
     return -1;
   }
   if (cfg->nqueues == 0)

@@ -43,6 +43,11 @@ typedef struct wk_config {
   bool drain;    /* exit 0 once nothing is ready */
   bool history;  /* write onceq_done rows */
   bool insecure; /* --http: skip TLS verification */
+
+  /* --partitioned: claim only in this session's parts; --orphan-after:
+   * also claim items ready this long in parts with no live owner */
+  bool partitioned;
+  int64_t orphan_after_ms;
 } wk_config;
 
 /*

@@ -240,6 +240,18 @@ static bool job_cancelled(void *ctx)
          oq_session_state_get(j->g->session) != OQ_SESSION_LIVE;
 }
 
+/* Add the transaction restarts db took since the last call to the
+ * metrics (each thread keeps its own *seen for its own connection). */
+static void count_restarts(wk *w, oq_db *db, uint64_t *seen)
+{
+  if (!db)
+    return;
+  uint64_t now = oq_db_restarts(db);
+  if (now > *seen)
+    wk_metrics_add(w->m, WK_C_RESTARTS, now - *seen);
+  *seen = now;
+}
+
 static void job_done(wk *w)
 {
   pthread_mutex_lock(&w->mu);
@@ -341,6 +353,7 @@ static void *executor_main(void *arg)
   oq_db_opts o = w->dbo;
   o.application_name = "onceq-worker-exec";
   wk_http *http = NULL;
+  uint64_t restarts_seen = 0;
   if (w->cfg->handler == WK_HANDLER_HTTP) {
     wk_http_cfg hc = {.url = w->cfg->http_url,
                       .timeout_ms = (int)w->cfg->timeout_ms,
@@ -375,9 +388,11 @@ static void *executor_main(void *arg)
       free_job(j); /* released when the session ends or is reaped */
     } else {
       run_job(w, db, http, j);
+      count_restarts(w, db, &restarts_seen);
       if (!oq_db_connected(db)) {
         oq_db_close(db);
         db = NULL;
+        restarts_seen = 0;
       }
     }
     job_done(w);
@@ -433,10 +448,24 @@ static void *acker_main(void *arg)
   oq_db_opts o = w->dbo;
   o.application_name = "onceq-worker-ack";
   job *batch[ACK_BATCH_MAX];
+  uint64_t restarts_seen = 0;
   for (;;) {
     pthread_mutex_lock(&w->mu);
     while (!w->ack_head && !w->exit_acker)
       pthread_cond_wait(&w->ack_cv, &w->mu);
+    /* group commit: while executors are still finishing, give them up to
+     * 2 ms to add to this batch (one commit for many items) */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 2000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    while (w->ack_head && !w->exit_acker &&
+           w->acks_pending < w->cfg->concurrency && w->inflight > 0 &&
+           pthread_cond_timedwait(&w->ack_cv, &w->mu, &until) == 0) {
+    }
     size_t n = 0;
     while (w->ack_head && n < ACK_BATCH_MAX) {
       batch[n++] = w->ack_head;
@@ -475,9 +504,11 @@ static void *acker_main(void *arg)
                "session ends): %s",
                k, err);
     }
+    count_restarts(w, db, &restarts_seen);
     if (db && !oq_db_connected(db)) {
       oq_db_close(db);
       db = NULL;
+      restarts_seen = 0;
     }
     for (size_t i = 0; i < n; i++)
       free_job(batch[i]);
@@ -627,6 +658,22 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms,
   }
 }
 
+/*
+ * Claims commit without waiting for the WAL flush (PostgreSQL
+ * synchronous_commit = off, this connection only). A claim lost in a server
+ * crash only leaves its items unclaimed again; the ack's claim check then
+ * rejects the old session, so no acknowledgement depends on a claim's
+ * durability. Acks and failures keep synchronous commits on their own
+ * connections, and their flush covers every earlier claim anyway.
+ */
+static void relax_claim_commits(oq_db *db)
+{
+  if (oq_db_engine(db) != OQ_ENGINE_POSTGRES)
+    return;
+  oq_err e = oq_db_exec(db, "SET synchronous_commit = off", 0, NULL, NULL);
+  (void)e; /* best effort: claims are only slower without it */
+}
+
 static oq_db *open_listener(wk *w)
 {
   char err[OQ_ERRBUF_SIZE];
@@ -642,6 +689,46 @@ static oq_db *open_listener(wk *w)
   return l;
 }
 
+/* --------------------------------------------------------------------- */
+/* --partitioned (DESIGN §5): the claim loop's only partition logic. A round
+ * runs on the poll cadence, claims look only in this session's parts (and
+ * at orphans), and the library gives a part up only once this session's
+ * items of it have finished or been released. While draining, the loop
+ * neither claims nor runs rounds, so the parts stay owned until the session
+ * row is deleted after the drain (the cascade frees them). */
+
+typedef struct part_claims {
+  oq_parts *parts;        /* NULL: claim anywhere (oq_claim) */
+  uint64_t next_round_ms; /* monotonic time of the next round */
+} part_claims;
+
+static oq_err part_claims_init(const wk_config *cfg, part_claims *pc)
+{
+  /* --orphan-after 0s means at once: the library reads 0 as "default" */
+  oq_parts_opts po = {.orphan_after_ms = cfg->orphan_after_ms > 0
+                                             ? (int)cfg->orphan_after_ms
+                                             : 1};
+  pc->next_round_ms = 0;
+  return cfg->partitioned ? oq_parts_new(&po, &pc->parts) : OQ_OK;
+}
+
+static oq_err claim_some(wk *w, part_claims *pc, oq_db *db, int poll_ms,
+                         int want, oq_item **items, size_t *got)
+{
+  const wk_config *cfg = w->cfg;
+  oq_session *s = w->current->session;
+  if (!pc->parts)
+    return oq_claim(db, s, cfg->queues, cfg->nqueues, want, items, got);
+  if (now_ms() >= pc->next_round_ms) {
+    oq_err e = oq_parts_rebalance(db, s, pc->parts);
+    if (e != OQ_OK)
+      return e;
+    pc->next_round_ms = now_ms() + (uint64_t)poll_ms;
+  }
+  return oq_claim_parts(db, s, pc->parts, cfg->queues, cfg->nqueues, want,
+                        items, got);
+}
+
 static int run_loop(wk *w, oq_db *db, volatile sig_atomic_t *signals)
 {
   const wk_config *cfg = w->cfg;
@@ -651,8 +738,13 @@ static int run_loop(wk *w, oq_db *db, volatile sig_atomic_t *signals)
   int poll_ms = cfg->poll_interval_ms > 0 ? (int)cfg->poll_interval_ms
                 : crdb                    ? 150
                                           : 1000;
+  part_claims pc = {0};
+  if (part_claims_init(cfg, &pc) != OQ_OK)
+    return 1;
+  relax_claim_commits(db);
   oq_db *listen_db = crdb ? NULL : open_listener(w);
   bool db_down = false;
+  int down_rounds = 0; /* failed reconnects in a row: the backoff step */
   uint64_t rng = now_ms() | 1;
   int rc = 0;
   while (st != DONE) {
@@ -718,34 +810,44 @@ static int run_loop(wk *w, oq_db *db, volatile sig_atomic_t *signals)
       wait_slot(w, 100);
       continue;
     }
+    /* Slots are the executors plus a prefetch of up to --concurrency
+     * (capped by --batch) queued items, and a claim waits until about half
+     * an executor set is free: claims of one or two items cost a round trip
+     * and a commit each, and idle executors waiting on them (test/bench). */
+    int prefetch =
+        cfg->batch < cfg->concurrency ? cfg->batch : cfg->concurrency;
     pthread_mutex_lock(&w->mu);
-    int free_slots = cfg->concurrency - w->inflight;
+    int inflight = w->inflight;
     pthread_mutex_unlock(&w->mu);
-    if (free_slots <= 0) {
+    int free_slots = cfg->concurrency + prefetch - inflight;
+    int min_claim = inflight == 0 ? 1 : (cfg->concurrency + 1) / 2;
+    if (free_slots < min_claim) {
       wait_slot(w, 100);
       continue;
     }
     int want = free_slots < cfg->batch ? free_slots : cfg->batch;
     oq_item *items = NULL;
     size_t got = 0;
-    oq_err e = oq_claim(db, w->current->session, cfg->queues, cfg->nqueues,
-                        want, &items, &got);
+    oq_err e = claim_some(w, &pc, db, poll_ms, want, &items, &got);
     if (e == OQ_ERR_CONN || e == OQ_ERR_TIMEOUT || e == OQ_ERR_RETRY) {
       if (!db_down)
         OQ_LOG(OQ_LOG_WARN, oq_session_id(w->current->session), NULL,
                "database unavailable, retrying: %s", oq_db_errmsg(db));
       db_down = true;
+      down_rounds++;
       if (oq_db_reconnect(db) != OQ_OK)
-        wait_slot(w, oq_backoff_delay_ms(&(oq_retry_policy){.base_ms = 100,
-                                                            .cap_ms = 5000,
+        wait_slot(w, oq_backoff_delay_ms(&(oq_retry_policy){.base_ms = 50,
+                                                            .cap_ms = 2000,
                                                             .jitter = 0.5},
-                                         8, &rng));
+                                         down_rounds, &rng));
       continue;
     }
     if (db_down) {
       OQ_LOG(OQ_LOG_INFO, oq_session_id(w->current->session), NULL,
              "database reachable again");
       db_down = false;
+      down_rounds = 0;
+      relax_claim_commits(db);
       oq_db_close(listen_db);
       listen_db = crdb ? NULL : open_listener(w);
     }
@@ -780,12 +882,13 @@ static int run_loop(wk *w, oq_db *db, volatile sig_atomic_t *signals)
     rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
     int jitter =
         poll_ms >= 4 ? (int)((rng >> 33) % (uint64_t)(poll_ms / 4)) : 0;
-    if (cfg->drain && got == 0)
+    if (cfg->drain)
       wait_slot(w, 50); /* drain mode: wait for in-flight work only */
     else
       wait_for_items(w, listen_db, poll_ms - jitter, signals);
   }
   oq_db_close(listen_db);
+  oq_parts_free(pc.parts);
   return rc;
 }
 

@@ -33,6 +33,8 @@ typedef struct oq_item {
   int priority;           /* higher runs first */
   int64_t enqueued_at_us; /* created_at, microseconds since the epoch */
   int64_t claimed_at_us;  /* claimed_at, microseconds since the epoch */
+  int slot;               /* onceq_items.part, 0..1023: its part is
+                             oq_parts_of_slot(slot, P) (partition.h) */
 } oq_item;
 
 /*

@@ -19,6 +19,7 @@
 #include "onceq/heartbeat.h"
 #include "onceq/reaper.h"
 #include "onceq/item.h"
+#include "onceq/partition.h"
 #include "onceq/ack.h"
 #include "onceq/enqueue.h"
 #include "onceq/duration.h"

@@ -1,0 +1,51 @@
+/*
+ * codb.h: the coordinator's and stats' way of running a statement: in its
+ * own transaction, re-run on restarts (40001/40P01, CockroachDB "restart
+ * transaction") by oq_db_transact, with the rows copied out so that no
+ * PGresult escapes and a re-run starts from an empty result.
+ *
+ * Terms: a co_rows is a rectangular copy of a result, text values, NULL
+ * for SQL NULL.
+ *
+ * Thread safety: as oq_db (one thread per connection); co_rows are plain
+ * memory.
+ */
+#ifndef ONCEQ_COORD_CODB_H
+#define ONCEQ_COORD_CODB_H
+
+#include "onceq/onceq.h"
+
+typedef struct co_rows {
+  int nrows;
+  int ncols;
+  char **v; /* nrows * ncols values, row-major; NULL = SQL NULL */
+} co_rows;
+
+/* Value at (row, col), or NULL (SQL NULL or out of range). */
+const char *co_rows_get(const co_rows *r, int row, int col);
+/* Free the values and zero *r. NULL and an empty r are fine. */
+void co_rows_free(co_rows *r);
+
+/*
+ * Run one statement in its own transaction (restarts re-run it) and copy
+ * its rows into *out (free with co_rows_free, also on failure). Errors are
+ * reported on db.
+ */
+OQ_MUST_CHECK oq_err co_query(oq_db *db, const char *sql, int nparams,
+                              const char *const *params, co_rows *out);
+
+/* Like co_query for a statement whose rows are not wanted; *affected (may
+ * be NULL) gets the row count of the run that committed. */
+OQ_MUST_CHECK oq_err co_exec(oq_db *db, const char *sql, int nparams,
+                             const char *const *params, long *affected);
+
+/* Inside a caller's transaction: run sql and copy its rows (no retry; the
+ * caller's oq_db_transact re-runs the whole body). */
+OQ_MUST_CHECK oq_err co_query_in_tx(oq_db *db, const char *sql, int nparams,
+                                    const char *const *params, co_rows *out);
+
+/* Parse helpers for values from co_rows: NULL or junk gives dflt. */
+long co_atol(const char *s, long dflt);
+double co_atof(const char *s, double dflt);
+
+#endif

@@ -1,0 +1,87 @@
+/* cofmt.c: output helpers (cofmt.h). */
+#include <math.h>
+#include <stdint.h>
+
+#include "cofmt.h"
+#include "cron.h"
+
+void co_json_str(FILE *f, const char *s)
+{
+  if (!s) {
+    fputs("null", f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c == '\n')
+      fputs("\\n", f);
+    else if (c == '\r')
+      fputs("\\r", f);
+    else if (c == '\t')
+      fputs("\\t", f);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+void co_fmt_age(char *buf, size_t len, double s)
+{
+  if (s < 0 || isnan(s)) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  if (s < 1) {
+    snprintf(buf, len, "%dms", (int)(s * 1000));
+    return;
+  }
+  if (s < 60) {
+    snprintf(buf, len, "%.1fs", s);
+    return;
+  }
+  long t = (long)s;
+  if (t < 3600)
+    snprintf(buf, len, "%ldm%lds", t / 60, t % 60);
+  else if (t < 86400)
+    snprintf(buf, len, "%ldh%ldm", t / 3600, t % 3600 / 60);
+  else
+    snprintf(buf, len, "%ldd%ldh", t / 86400, t % 86400 / 3600);
+}
+
+void co_fmt_count(char *buf, size_t len, long n)
+{
+  if (n < 0)
+    snprintf(buf, len, "-");
+  else if (n > CO_COUNT_CAP)
+    snprintf(buf, len, "%ld+", CO_COUNT_CAP);
+  else
+    snprintf(buf, len, "%ld", n);
+}
+
+void co_fmt_utc(char *buf, size_t len, double epoch_s)
+{
+  if (!(epoch_s > 0)) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  int y, mo, d, h, mi, s, wd;
+  co_utc_to_civil((int64_t)floor(epoch_s), &y, &mo, &d, &h, &mi, &s, &wd);
+  snprintf(buf, len, "%04d-%02d-%02d %02d:%02d:%02d UTC", y, mo, d, h, mi, s);
+}
+
+void co_fmt_rate(char *buf, size_t len, double per_min)
+{
+  if (per_min < 0 || isnan(per_min))
+    snprintf(buf, len, "-");
+  else if (per_min > (double)CO_COUNT_CAP)
+    snprintf(buf, len, "%ld+", CO_COUNT_CAP); /* from capped counts */
+  else if (per_min >= 100)
+    snprintf(buf, len, "%.0f", per_min);
+  else
+    snprintf(buf, len, "%.1f", per_min);
+}

@@ -1,0 +1,241 @@
+/*
+ * notify.c: the dead-job webhook (notify.h): reads the unnotified dead
+ * items through the onceq_dead_unnotified partial index, POSTs each one,
+ * and records the answer.
+ */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codb.h"
+#include "notify.h"
+
+/* The receiver gets the dead row as JSON, built by the database so the
+ * payload is passed through as the JSON it is. */
+static const char SQL_PENDING[] =
+    "SELECT id::text, died_at::text, jsonb_build_object("
+    "'event', 'dead', 'id', id, 'queue', queue, 'payload', payload,"
+    " 'priority', priority, 'attempts', attempts,"
+    " 'max_attempts', max_attempts, 'unique_key', unique_key,"
+    " 'last_error', last_error, 'created_at', created_at,"
+    " 'died_at', died_at)::text"
+    " FROM onceq_dead WHERE notified_at IS NULL ORDER BY died_at LIMIT 100";
+_Static_assert(CO_NOTIFY_BATCH == 100, "SQL_PENDING's LIMIT");
+
+/* died_at: a retried item that died again is a new death, not this one. */
+static const char SQL_MARK[] =
+    "UPDATE onceq_dead SET notified_at = now(), notify_status = $2::int"
+    " WHERE id = $1::uuid AND died_at = $3::timestamptz"
+    " AND notified_at IS NULL";
+
+struct co_notifier {
+  CURL *curl;
+  char *url;
+  char shown[512];        /* url with credentials masked */
+  int timeout_ms;         /* per request */
+  int failures;           /* consecutive failed attempts; 0 after success */
+  uint64_t next_try_ms;   /* monotonic: no pass before this */
+  uint64_t rng;           /* backoff jitter */
+  oq_retry_policy policy; /* 1 s doubling to 5 min */
+  const volatile sig_atomic_t *stop; /* for the progress callback */
+};
+
+static void mask_url(const char *url, char *out, size_t len)
+{
+  const char *scheme_end = strstr(url, "://");
+  const char *host = scheme_end ? scheme_end + 3 : url;
+  const char *slash = strchr(host, '/');
+  const char *at = strchr(host, '@');
+  if (at && (!slash || at < slash))
+    snprintf(out, len, "%.*s***%s", (int)(host - url), url, at);
+  else
+    snprintf(out, len, "%s", url);
+}
+
+co_notifier *co_notifier_new(const char *url, int timeout_ms, char *err,
+                             size_t errlen)
+{
+  if (!url ||
+      (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) ||
+      strlen(url) < 9) {
+    snprintf(err, errlen,
+             "--notify-url '%.100s': expected an http:// or https:// URL",
+             url ? url : "");
+    return NULL;
+  }
+  co_notifier *n = calloc(1, sizeof *n);
+  if (!n) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  n->url = strdup(url);
+  n->curl = curl_easy_init();
+  if (!n->url || !n->curl) {
+    snprintf(err, errlen, "cannot initialise libcurl");
+    co_notifier_free(n);
+    return NULL;
+  }
+  mask_url(url, n->shown, sizeof n->shown);
+  n->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
+  n->policy = oq_retry_policy_item();
+  n->policy.base_ms = 1000;
+  n->policy.cap_ms = 300000;
+  n->policy.max_attempts = 0;
+  n->policy.max_total_ms = 0;
+  n->policy.jitter = 0.2;
+  n->rng = oq_monotonic_ms() ^ (uint64_t)(uintptr_t)n ^ 0x9E3779B97F4A7C15ull;
+  if (n->rng == 0)
+    n->rng = 1;
+  return n;
+}
+
+void co_notifier_free(co_notifier *n)
+{
+  if (!n)
+    return;
+  if (n->curl)
+    curl_easy_cleanup(n->curl);
+  free(n->url);
+  free(n);
+}
+
+const char *co_notifier_shown_url(const co_notifier *n)
+{
+  return n->shown;
+}
+
+static size_t discard(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+  (void)ptr;
+  (void)ud;
+  return size * nmemb;
+}
+
+/* libcurl calls this at least once a second during a transfer: a non-zero
+ * return aborts it, so a SIGTERM never waits out the request timeout. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
+                       curl_off_t ultotal, curl_off_t ulnow)
+{
+  (void)dltotal;
+  (void)dlnow;
+  (void)ultotal;
+  (void)ulnow;
+  const co_notifier *n = ud;
+  return n->stop && *n->stop ? 1 : 0;
+}
+
+/* POST body; returns the HTTP status, or 0 with why filled on a transport
+ * failure. */
+static long post(co_notifier *n, const char *id, const char *body, char *why,
+                 size_t whylen)
+{
+  char key[80], ua[64];
+  struct curl_slist *h = NULL, *t;
+  long status = 0;
+  snprintf(key, sizeof key, "Idempotency-Key: %s", id);
+  snprintf(ua, sizeof ua, "onceq-coordinator/%s", oq_version());
+  t = curl_slist_append(h, "Content-Type: application/json");
+  if (t)
+    h = t;
+  t = curl_slist_append(h, key);
+  if (t)
+    h = t;
+  t = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
+  if (t)
+    h = t;
+  CURL *c = n->curl;
+  curl_easy_reset(c);
+  curl_easy_setopt(c, CURLOPT_URL, n->url);
+#if LIBCURL_VERSION_NUM >= 0x075500
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS, CURLPROTO_HTTP | CURLPROTO_HTTPS);
+#endif
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, ua);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)n->timeout_ms);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   (long)(n->timeout_ms < 5000 ? n->timeout_ms : 5000));
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, n);
+  CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_OK)
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  else
+    snprintf(why, whylen, "%s", curl_easy_strerror(rc));
+  curl_slist_free_all(h);
+  return status;
+}
+
+static bool permanent_rejection(long status)
+{
+  return status == 400 || status == 409 || status == 410 || status == 413 ||
+         status == 415 || status == 422;
+}
+
+oq_err co_notify_run(co_notifier *n, oq_db *db,
+                     const volatile sig_atomic_t *stop, long *sent,
+                     long *failed)
+{
+  co_rows r = {0};
+  *sent = *failed = 0;
+  if (oq_monotonic_ms() < n->next_try_ms)
+    return OQ_OK; /* backing off after a failure */
+  n->stop = stop;
+  oq_err e = co_query(db, SQL_PENDING, 0, NULL, &r);
+  for (int i = 0; e == OQ_OK && i < r.nrows && !*stop; i++) {
+    const char *id = co_rows_get(&r, i, 0);
+    const char *died = co_rows_get(&r, i, 1);
+    const char *body = co_rows_get(&r, i, 2);
+    char why[CURL_ERROR_SIZE + 64] = "";
+    if (!id || !died || !body)
+      continue;
+    long status = post(n, id, body, why, sizeof why);
+    if (*stop)
+      break; /* abandoned mid-request: the next leader sends it again */
+    if ((status >= 200 && status < 300) || permanent_rejection(status)) {
+      char st[16];
+      snprintf(st, sizeof st, "%ld", status);
+      const char *p[3] = {id, st, died};
+      long marked = 0;
+      e = co_exec(db, SQL_MARK, 3, p, &marked);
+      if (e != OQ_OK)
+        break;
+      if (status >= 300)
+        OQ_LOG(OQ_LOG_ERROR, NULL, id,
+               "dead-job webhook rejected the item with HTTP %ld; marked "
+               "notified (notify_status %ld), not sent again",
+               status, status);
+      else
+        OQ_LOG(OQ_LOG_INFO, NULL, id, "dead item notified (HTTP %ld)%s", status,
+               marked ? "" : "; already marked by another leader");
+      (*sent)++;
+      n->failures = 0;
+      continue;
+    }
+    (*failed)++;
+    n->failures++;
+    int delay = oq_backoff_delay_ms(&n->policy, n->failures, &n->rng);
+    n->next_try_ms = oq_monotonic_ms() + (uint64_t)delay;
+    if (status == 0)
+      OQ_LOG(OQ_LOG_WARN, NULL, id,
+             "dead-job webhook %s failed: %s; retrying in %d ms "
+             "(attempt %d)",
+             n->shown, why, delay, n->failures);
+    else
+      OQ_LOG(OQ_LOG_WARN, NULL, id,
+             "dead-job webhook %s answered HTTP %ld; retrying in %d ms "
+             "(attempt %d)",
+             n->shown, status, delay, n->failures);
+    break; /* keep the order: this item stays first in line */
+  }
+  co_rows_free(&r);
+  return e;
+}

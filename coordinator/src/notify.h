@@ -1,0 +1,66 @@
+/*
+ * notify.h: dead-job webhooks, sent by the coordinator leader. Each item in
+ * onceq_dead whose notified_at is NULL is POSTed as one JSON object to
+ * --notify-url (libcurl), oldest first, with the header
+ * `Idempotency-Key: <item id>`.
+ *
+ * Delivery is AT LEAST ONCE, and each item is recorded as notified EXACTLY
+ * ONCE: notified_at is set only after the receiver answered, by
+ *   UPDATE onceq_dead SET notified_at = now() ... WHERE id = $1
+ *     AND died_at = $2 AND notified_at IS NULL
+ * If the leader dies between the 2xx and that UPDATE (or a deposed leader
+ * was mid-request), the next leader POSTs the item again with the same
+ * Idempotency-Key, so a receiver that keeps the keys it has seen makes the
+ * effect exactly once. Marking BEFORE the POST would instead lose the
+ * notification in that window (at most once); a lost dead-job alert is
+ * worse than a duplicate one with a key to drop it by.
+ *
+ * Answers:
+ *  - 2xx: notified (notify_status = the status);
+ *  - 400, 409, 410, 413, 415, 422: the receiver rejects THIS item; it is
+ *    marked notified with that status (logged as an error) so that one bad
+ *    item cannot block the rest;
+ *  - anything else (3xx, 401, 403, 404, 408, 429, 5xx, timeouts,
+ *    connection errors): the receiver or the URL is not right; the pass
+ *    stops and the next one waits with capped exponential backoff (1 s
+ *    doubling to 5 min, jitter), while the item stays first in line.
+ *
+ * Thread safety: a notifier (and its CURL handle) belongs to one thread.
+ */
+#ifndef ONCEQ_COORD_NOTIFY_H
+#define ONCEQ_COORD_NOTIFY_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "onceq/onceq.h"
+
+typedef struct co_notifier co_notifier;
+
+/* Items per pass: the pass also ends at the first retryable failure. */
+#define CO_NOTIFY_BATCH 100
+
+/*
+ * A notifier for url (http:// or https://), each request limited to
+ * timeout_ms. NULL with one line in err when the URL is unusable (exit 2)
+ * or on out-of-memory. Free with co_notifier_free.
+ */
+co_notifier *co_notifier_new(const char *url, int timeout_ms, char *err,
+                             size_t errlen);
+void co_notifier_free(co_notifier *n);
+
+/* The URL with any user:password replaced by ***, for logs. */
+const char *co_notifier_shown_url(const co_notifier *n);
+
+/*
+ * One pass, unless the backoff after a failure is still running. A request
+ * in flight is abandoned within about a second of *stop becoming non-zero.
+ * *sent / *failed get the items settled and the failed attempts.
+ * Database errors are returned (reported on db); HTTP failures are not
+ * errors of the pass.
+ */
+OQ_MUST_CHECK oq_err co_notify_run(co_notifier *n, oq_db *db,
+                                   const volatile sig_atomic_t *stop,
+                                   long *sent, long *failed);
+
+#endif

@@ -1,0 +1,156 @@
+/* schedule.c: firing due schedule occurrences (schedule.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codb.h"
+#include "cron.h"
+#include "schedule.h"
+
+/* next_run_at comes back as text and goes into the compare-and-set as
+ * that same text: an exact round trip, whatever its precision. */
+static const char SQL_DUE[] =
+    "SELECT name, cron, queue, payload::text, next_run_at::text,"
+    " extract(epoch FROM next_run_at)::float8"
+    " FROM onceq_schedules WHERE next_run_at <= now()"
+    " ORDER BY next_run_at LIMIT 100";
+static const char SQL_CAS[] =
+    "UPDATE onceq_schedules SET next_run_at = $3::timestamptz,"
+    " last_run_at = $2::timestamptz"
+    " WHERE name = $1 AND next_run_at = $2::timestamptz"
+    " RETURNING (next_run_at <= now())::int";
+static const char SQL_ENQUEUE[] =
+    "INSERT INTO onceq_items (queue, payload, unique_key)"
+    " VALUES ($1, $2::jsonb, $3) ON CONFLICT (unique_key) DO NOTHING"
+    " RETURNING id::text";
+static const char SQL_LAST_ITEM[] =
+    "UPDATE onceq_schedules SET last_item_id = $2::uuid WHERE name = $1";
+
+void co_schedule_key(char *buf, size_t len, const char *name, long long due_s)
+{
+  snprintf(buf, len, "schedule:%s:%lld", name, due_s);
+}
+
+/* One occurrence's transaction. */
+typedef struct fire {
+  const char *name, *queue, *payload;
+  const char *due_text; /* next_run_at as the database wrote it */
+  char next_text[40];   /* the following occurrence, ISO 8601 UTC */
+  char key[300];
+  /* results of the run that committed (reset on each run) */
+  bool advanced;              /* the compare-and-set matched */
+  bool still_due;             /* the new next_run_at is also due */
+  char item[OQ_UUID_LEN + 1]; /* "" when the key already existed */
+} fire;
+
+static oq_err fire_tx(oq_db *db, void *ud)
+{
+  fire *f = ud;
+  co_rows r = {0};
+  f->advanced = f->still_due = false;
+  f->item[0] = '\0';
+  const char *cas[3] = {f->name, f->due_text, f->next_text};
+  oq_err e = co_query_in_tx(db, SQL_CAS, 3, cas, &r);
+  if (e == OQ_OK && r.nrows == 1) {
+    f->advanced = true;
+    f->still_due = co_atol(co_rows_get(&r, 0, 0), 0) != 0;
+    const char *ins[3] = {f->queue, f->payload, f->key};
+    e = co_query_in_tx(db, SQL_ENQUEUE, 3, ins, &r);
+    if (e == OQ_OK && co_rows_get(&r, 0, 0)) {
+      snprintf(f->item, sizeof f->item, "%s", co_rows_get(&r, 0, 0));
+      const char *last[2] = {f->name, f->item};
+      e = oq_db_exec(db, SQL_LAST_ITEM, 2, last, NULL);
+    }
+  }
+  co_rows_free(&r);
+  return e;
+}
+
+static void iso_utc(char *buf, size_t len, long long t)
+{
+  int y, mo, d, h, mi, s, wd;
+  co_utc_to_civil(t, &y, &mo, &d, &h, &mi, &s, &wd);
+  snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", y, mo, d, h, mi, s);
+}
+
+oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
+                            long *fired)
+{
+  co_rows due = {0}, cur = {0};
+  *fired = 0;
+  oq_err e = co_query(db, SQL_DUE, 0, NULL, &due);
+  for (int i = 0; e == OQ_OK && i < due.nrows && !*stop; i++) {
+    const char *name = co_rows_get(&due, i, 0);
+    const char *expr = co_rows_get(&due, i, 1);
+    co_cron c;
+    char why[256];
+    if (!name || !expr)
+      continue;
+    if (co_cron_parse(expr, &c, why, sizeof why) != 0) {
+      OQ_LOG(OQ_LOG_ERROR, NULL, NULL,
+             "schedule %s: %s; not fired (fix it with `onceq schedule rm` "
+             "and `add`)",
+             name, why);
+      continue;
+    }
+    char due_text[64];
+    snprintf(due_text, sizeof due_text, "%s", co_rows_get(&due, i, 4));
+    double due_s = co_atof(co_rows_get(&due, i, 5), 0);
+    /* each occurrence: its own transaction; the text of the next due time
+     * comes from the database again so the compare-and-set stays exact */
+    for (int k = 0; k < CO_SCHEDULE_CATCHUP && !*stop; k++) {
+      fire f;
+      memset(&f, 0, sizeof f);
+      f.name = name;
+      f.queue = co_rows_get(&due, i, 2);
+      f.payload = co_rows_get(&due, i, 3);
+      f.due_text = due_text;
+      long long due_sec = (long long)floor(due_s);
+      int64_t next;
+      if (co_cron_next(&c, due_sec, &next) != 0) {
+        OQ_LOG(OQ_LOG_ERROR, NULL, NULL, "schedule %s: cron '%s' never fires",
+               name, expr);
+        break;
+      }
+      iso_utc(f.next_text, sizeof f.next_text, (long long)next);
+      co_schedule_key(f.key, sizeof f.key, name, due_sec);
+      e = oq_db_transact(db, fire_tx, &f);
+      if (e != OQ_OK)
+        break;
+      if (!f.advanced) {
+        OQ_LOG(OQ_LOG_INFO, NULL, NULL,
+               "schedule %s: occurrence %lld already fired or changed "
+               "meanwhile",
+               name, due_sec);
+        break;
+      }
+      if (f.item[0]) {
+        (*fired)++;
+        OQ_LOG(OQ_LOG_INFO, NULL, f.item,
+               "schedule %s fired occurrence %lld on queue %s (key %s)", name,
+               due_sec, f.queue, f.key);
+      } else {
+        OQ_LOG(OQ_LOG_INFO, NULL, NULL,
+               "schedule %s: occurrence %lld was already enqueued (key %s)",
+               name, due_sec, f.key);
+      }
+      if (!f.still_due)
+        break;
+      /* the next occurrence is due too (catching up): re-read its text */
+      const char *p[1] = {name};
+      e = co_query(db,
+                   "SELECT next_run_at::text,"
+                   " extract(epoch FROM next_run_at)::float8"
+                   " FROM onceq_schedules WHERE name = $1",
+                   1, p, &cur);
+      if (e != OQ_OK || cur.nrows != 1)
+        break;
+      snprintf(due_text, sizeof due_text, "%s", co_rows_get(&cur, 0, 0));
+      due_s = co_atof(co_rows_get(&cur, 0, 1), 0);
+      co_rows_free(&cur);
+    }
+    co_rows_free(&cur);
+  }
+  co_rows_free(&due);
+  return e;
+}

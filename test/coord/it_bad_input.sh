@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# it_bad_input.sh: bad input to `onceq schedule`, `onceq coordinator` and
+# `onceq stats` gives one line on stderr naming the fix, exit 2, and
+# changes nothing in the database: a bad cron expression, bad JSON, a bad
+# name, a name that exists, an unknown name (alone and with a known one),
+# bad flags, a schema that was never migrated.
+source "$(dirname "$0")/coord_lib.sh"
+co_setup bad_input
+
+"$ONCEQ_CLI" --db "$CO_DSN" schedule add keep '*/5 * * * *' q '{"a": 1}' >/dev/null ||
+  co_fail "schedule add keep failed"
+state() {
+  co_sql "SELECT count(*) || ':' || coalesce(string_agg(name || '|' || cron
+            || '|' || queue || '|' || payload::text || '|' || next_run_at::text,
+            ',' ORDER BY name), '') FROM onceq_schedules"
+}
+items() { co_sql "SELECT count(*) FROM onceq_items"; }
+BEFORE=$(state)
+co_log "schedules: $BEFORE"
+
+# expect_usage WHAT NEEDLE ARGS...: exit 2, exactly one stderr line that
+# contains NEEDLE, no stdout, schedules and items unchanged.
+expect_usage() {
+  local what=$1 needle=$2 rc=0
+  shift 2
+  "$ONCEQ_CLI" --db "$CO_DSN" "$@" >"$CO_TMP/out" 2>"$CO_TMP/err" </dev/null || rc=$?
+  co_check "$what: exit status" "$rc" 2
+  co_check "$what: stderr lines" "$(wc -l <"$CO_TMP/err" | tr -d ' ')" 1
+  co_contains "$what: message" "$(cat "$CO_TMP/err")" "$needle"
+  co_check "$what: stdout" "$(cat "$CO_TMP/out")" ""
+  co_check "$what: schedules unchanged" "$(state)" "$BEFORE"
+  co_check "$what: no items" "$(items)" 0
+}
+
+expect_usage "bad cron (minute)" "minute field '61': values must be 0-59" \
+  schedule add s1 '61 * * * *' q '{}'
+expect_usage "bad cron (4 fields)" "expected 5" schedule add s1 '* * * *' q '{}'
+expect_usage "bad cron (never)" "never fires" schedule add s1 '0 0 30 2 *' q '{}'
+expect_usage "bad cron (names)" "sun-sat" schedule add s1 '0 0 * * someday' q '{}'
+expect_usage "bad JSON payload" "not valid JSON" schedule add s1 '* * * * *' q '{nope'
+expect_usage "bad name" "bad NAME" schedule add 'has space' '* * * * *' q '{}'
+expect_usage "empty queue" "QUEUE" schedule add s1 '* * * * *' '' '{}'
+expect_usage "add with missing arguments" "add takes" schedule add s1 '* * * * *'
+expect_usage "existing name" "already exists" schedule add keep '* * * * *' q '{}'
+expect_usage "unknown name" "no schedule named nope" schedule rm nope
+expect_usage "known + unknown name (all or nothing)" "no schedule named nope" \
+  schedule rm keep nope
+expect_usage "rm without a name" "rm takes" schedule rm
+expect_usage "unknown subcommand" "unknown subcommand" schedule frobnicate
+expect_usage "coordinator: bad duration" "--interval abc" coordinator --interval abc
+expect_usage "coordinator: unknown option" "unknown option --bogus" coordinator --bogus
+expect_usage "coordinator: bad notify URL" "http:// or https://" \
+  coordinator --notify-url ftp://example.invalid/
+expect_usage "coordinator: expiry too short" "expiry" \
+  coordinator --heartbeat-interval 1s --session-expiry 1s
+expect_usage "coordinator: bad metrics address" "--metrics-addr" \
+  coordinator --metrics-addr nowhere:x
+expect_usage "coordinator: bad keep" "or off" coordinator --keep-done forever
+expect_usage "stats: bad watch interval" "--watch" stats --watch 10ms
+expect_usage "stats: bad sample" "--sample" stats --sample often
+expect_usage "stats: unknown argument" "unknown argument" stats --bogus
+co_check "no session left behind" "$(co_sql 'SELECT count(*) FROM onceq_sessions')" 0
+co_check "no lease" "$(co_sql 'SELECT count(*) FROM onceq_leases')" 0
+
+# a database without the schema: one line naming `onceq migrate`, exit 2
+EMPTY="${CO_DB}_empty"
+co_admin_sql "DROP DATABASE IF EXISTS $EMPTY WITH (FORCE)" >/dev/null 2>&1
+co_admin_sql "CREATE DATABASE $EMPTY" >/dev/null
+for cmd in "coordinator" "stats" "schedule list"; do
+  rc=0
+  # shellcheck disable=SC2086
+  timeout 20 "$ONCEQ_CLI" --db "$CO_ADMIN_DSN dbname=$EMPTY" $cmd \
+    >"$CO_TMP/out" 2>"$CO_TMP/err" </dev/null || rc=$?
+  co_check "$cmd without schema: exit status" "$rc" 2
+  co_contains "$cmd without schema: message" "$(cat "$CO_TMP/err")" "onceq migrate"
+done
+co_check "tables created in the empty database" \
+  "$("$CO_PSQL" -X -At -d "$CO_ADMIN_DSN dbname=$EMPTY" -c \
+     "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'onceq_%'")" 0
+co_admin_sql "DROP DATABASE IF EXISTS $EMPTY WITH (FORCE)" >/dev/null 2>&1
+co_log "PASS"

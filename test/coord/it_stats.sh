@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# it_stats.sh: `onceq stats` against a known state.
+#   alpha: 9 ready (7 at priority 0 made ready 30 s ago, 2 at priority 5),
+#          5 scheduled (4 at priority 0, 1 at priority 9), 12 acked in the
+#          last minute and 5 earlier (onceq_done history);
+#   beta:  3 running, claimed by one worker session; 6 dead;
+#   gamma: 2 dead;
+#   then big: 100005 ready: counts stop at 100000 and say so.
+# Checks: the exact numbers in --json (valid JSON) and in the table, the lag
+# (~30 s), history rates and the scaling hints; --watch redraws in place
+# under a pseudo-terminal (script), prints blocks off a terminal, one JSON
+# object per line with --json, and exits 0 on SIGINT.
+source "$(dirname "$0")/coord_lib.sh"
+co_setup stats
+
+co_sql "INSERT INTO onceq_sessions (id, expiry, hostname, pid, queues)
+        VALUES ('00000000-0000-4000-8000-000000000001', interval '1 hour',
+                'it-host', 4242, 'alpha,beta')"
+co_sql "INSERT INTO onceq_items (queue, run_at, priority)
+          SELECT 'alpha', now() - interval '30 seconds', 0
+          FROM generate_series(1, 7);
+        INSERT INTO onceq_items (queue, run_at, priority)
+          SELECT 'alpha', now() - interval '5 seconds', 5
+          FROM generate_series(1, 2);
+        INSERT INTO onceq_items (queue, run_at, priority)
+          SELECT 'alpha', now() + interval '1 hour', 0
+          FROM generate_series(1, 4);
+        INSERT INTO onceq_items (queue, run_at, priority)
+          VALUES ('alpha', now() + interval '2 hours', 9);
+        INSERT INTO onceq_items (queue, claim, claimed_at, attempts)
+          SELECT 'beta', '00000000-0000-4000-8000-000000000001', now(), 1
+          FROM generate_series(1, 3);
+        INSERT INTO onceq_dead (id, queue, payload, priority, attempts,
+                                max_attempts, created_at)
+          SELECT gen_random_uuid(), q, '{}', 0, 3, 3, now()
+          FROM (SELECT 'beta' AS q FROM generate_series(1, 6)
+                UNION ALL SELECT 'gamma' FROM generate_series(1, 2)) d;
+        INSERT INTO onceq_done (item_id, queue, attempts, created_at, done_at)
+          SELECT gen_random_uuid(), 'alpha', 1, now() - interval '20 seconds',
+                 now() - interval '10 seconds'
+          FROM generate_series(1, 12);
+        INSERT INTO onceq_done (item_id, queue, attempts, created_at, done_at)
+          SELECT gen_random_uuid(), 'alpha', 1, now() - interval '3 minutes',
+                 now() - interval '2 minutes'
+          FROM generate_series(1, 5)"
+
+# stats_json: run `onceq --json stats` (two samples 1 s apart) and print
+# one "key=value" line per fact the checks below look at.
+stats_json() {
+  "$ONCEQ_CLI" --db "$CO_DSN" --json stats >"$CO_TMP/stats.json" \
+    2>"$CO_TMP/stats.log" ||
+    co_fail "onceq stats --json failed: $(cat "$CO_TMP/stats.log")"
+  co_py - "$CO_TMP/stats.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))          # must be valid JSON
+q = {x["queue"]: x for x in doc["queues"]}
+def cnt(name):
+    x = q[name]
+    return "%s:%d/%d/%d/%d" % (name, x["ready"], x["scheduled"],
+                               x["running"], x["dead"])
+out = [cnt(n) for n in sorted(q)]
+out.append("queues=" + ",".join(sorted(q)))
+if "big" in q:
+    out.append("big_capped=%s" % q["big"]["ready_capped"])
+out.append("alpha_capped=%s" % q["alpha"]["ready_capped"])
+t = doc["total"]
+out.append("total:%d/%d/%d/%d:%s" % (t["ready"], t["scheduled"], t["running"],
+                                     t["dead"], t["ready_capped"]))
+out.append("lag_ok=%s" % (28 <= q["alpha"]["lag_s"] <= 60))
+out.append("beta_lag=%s" % q["beta"]["lag_s"])
+out.append("history=%s" % doc["history"])
+out.append("alpha_done=%s" % q["alpha"]["done_per_min"])
+out.append("alpha_in=%s" % q["alpha"]["in_per_min"])
+out.append("beta_dead_per_min=%s" % q["beta"]["dead_per_min"])
+s = doc["sessions"]
+out.append("sessions=%d" % len(s))
+out.append("session0=%s/%s/%d/%d" % (s[0]["role"], s[0]["hostname"],
+                                     s[0]["pid"], s[0]["claims"]))
+sc = doc["scaling"]
+out.append("workers=%d needed=%s" % (sc["workers"], sc["workers_needed"]))
+out.append("reason=" + sc["reason"])
+for h in doc["scaling_per_queue"]:
+    out.append("hint_%s=%d/%s/%s" % (h["queue"], h["workers"],
+                                     h["workers_needed"], h["reason"]))
+print("\n".join(out))
+EOF
+}
+line() { printf '%s\n' "$check" | grep "^$1" || true; }
+
+# ---- --json: exact numbers ----------------------------------------------
+check=$(stats_json) ||
+  co_fail "stats JSON did not parse: $(head -c 600 "$CO_TMP/stats.json")"
+co_log "stats --json:"$'\n'"$check"
+co_check "alpha ready/sched/running/dead" "$(line alpha:)" "alpha:9/5/0/0"
+co_check "beta ready/sched/running/dead" "$(line beta:)" "beta:0/0/3/6"
+co_check "gamma ready/sched/running/dead" "$(line gamma:)" "gamma:0/0/0/2"
+co_check "queue list" "$(line queues=)" "queues=alpha,beta,gamma"
+co_check "alpha ready_capped" "$(line alpha_capped=)" "alpha_capped=False"
+co_check "totals" "$(line total:)" "total:9/5/3/8:False"
+co_check "alpha lag ~30 s" "$(line lag_ok=)" "lag_ok=True"
+co_check "beta lag (nothing ready)" "$(line beta_lag=)" "beta_lag=None"
+co_check "history seen" "$(line history=)" "history=True"
+co_check "alpha done/min (12 in the last 60 s)" "$(line alpha_done=)" \
+  "alpha_done=12.0"
+# arrivals: items created in the last 60 s wherever they are now:
+# 9 ready (both priorities became runnable within 60 s) + 12 acked
+co_check "alpha in/min" "$(line alpha_in=)" "alpha_in=21.0"
+co_check "beta dead/min" "$(line beta_dead_per_min=)" "beta_dead_per_min=6"
+co_check "sessions" "$(line sessions=)" "sessions=1"
+co_check "the worker session" "$(line session0=)" \
+  "session0=worker/it-host/4242/3"
+# all queues: arrivals 21 (alpha) + 9 (beta: 3 running + 6 dead, all new)
+# + 2 (gamma: dead) = 32/min; completions 12/min by 1 worker:
+# 32 / 12 = 2.7 -> 3 workers
+co_check "scaling" "$(line workers=)" "workers=1 needed=3"
+co_contains "scaling reason" "$(line reason=)" \
+  "all queues: arrivals 32.0/min / (12.0/min done by 1 worker(s) = 12.0/min each) = 2.7 -> 3 worker(s) needed, 1 running"
+# per queue, with the workers that serve it (the session lists alpha,beta)
+co_check "alpha hint" "$(line hint_alpha=)" \
+  "hint_alpha=1/2/alpha: arrivals 21.0/min / (12.0/min done by 1 worker(s) = 12.0/min each) = 1.8 -> 2 worker(s) needed, 1 running"
+co_contains "beta hint" "$(line hint_beta=)" \
+  "hint_beta=1/None/beta: 1 worker(s) completed nothing in the window"
+co_contains "gamma hint" "$(line hint_gamma=)" \
+  "hint_gamma=0/1/gamma: no worker serves it"
+
+# ---- --watch on a pseudo-terminal: redraws in place ---------------------
+# script(1) gives the command a pty; SIGINT after ~2.5 s ends it. (Before
+# the 100005-item queue is added: each frame stays quick on a busy box.)
+rc=0
+timeout --preserve-status -s INT 2.5 \
+  script -qfc "'$ONCEQ_CLI' --db '$CO_DSN' stats --watch 200ms" /dev/null \
+  >"$CO_TMP/watch_tty.out" 2>"$CO_TMP/watch_tty.log" </dev/null || rc=$?
+co_check "stats --watch under script: exit status" "$rc" 0
+clears=$(grep -o $'\033\[2J' "$CO_TMP/watch_tty.out" | wc -l | tr -d ' ')
+co_log "clear-screen sequences: $clears"
+co_check_le "clear-screen redraws (>= 2)" 2 "$clears"
+co_contains "watch frame" "$(cat -v "$CO_TMP/watch_tty.out")" "alpha"
+
+# ---- --watch off a terminal: successive blocks, no escapes --------------
+rc=0
+timeout --preserve-status -s INT 2.5 \
+  "$ONCEQ_CLI" --db "$CO_DSN" stats --watch 200ms \
+  >"$CO_TMP/watch.out" 2>"$CO_TMP/watch.log" </dev/null || rc=$?
+co_check "stats --watch (pipe) exit status on SIGINT" "$rc" 0
+blocks=$(grep -c '^QUEUE' "$CO_TMP/watch.out" || true)
+co_check_le "blocks printed (>= 2)" 2 "$blocks"
+co_check "escape sequences off a terminal" \
+  "$(grep -c $'\033' "$CO_TMP/watch.out" || true)" 0
+
+# ---- --watch --json: one valid object per line ---------------------------
+rc=0
+timeout --preserve-status -s INT 2.5 \
+  "$ONCEQ_CLI" --db "$CO_DSN" --json stats --watch 200ms \
+  >"$CO_TMP/watch.json" 2>"$CO_TMP/watch_json.log" </dev/null || rc=$?
+co_check "stats --watch --json exit status" "$rc" 0
+n=$(co_py -c '
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    assert {x["queue"]: x for x in d["queues"]}["alpha"]["ready"] == 9
+    n += 1
+print(n)' "$CO_TMP/watch.json") ||
+  co_fail "watch JSON lines invalid: $(head -c 300 "$CO_TMP/watch.json")"
+co_check_le "JSON lines (>= 2)" 2 "$n"
+
+# ---- capped counts: 100005 ready in one queue ----------------------------
+co_sql "INSERT INTO onceq_items (queue) SELECT 'big' FROM generate_series(1, 100005)"
+check=$(stats_json) ||
+  co_fail "stats JSON did not parse: $(head -c 600 "$CO_TMP/stats.json")"
+co_check "big (capped)" "$(line big:)" "big:100000/0/0/0"
+co_check "big ready_capped" "$(line big_capped=)" "big_capped=True"
+co_check "alpha still exact" "$(line alpha:)" "alpha:9/5/0/0"
+co_check "totals with a capped queue" "$(line total:)" "total:100009/5/3/8:True"
+
+# ---- the table ----------------------------------------------------------
+"$ONCEQ_CLI" --db "$CO_DSN" stats --sample 0s >"$CO_TMP/stats.txt" 2>&1 ||
+  co_fail "onceq stats failed: $(cat "$CO_TMP/stats.txt")"
+cat "$CO_TMP/stats.txt"
+row() { awk -v q="$1" '$1 == q { print $2, $3, $4, $5 }' "$CO_TMP/stats.txt"; }
+co_check "table alpha" "$(row alpha)" "9 5 0 0"
+co_check "table beta" "$(row beta)" "0 0 3 6"
+co_check "table big" "$(row big)" "100000+ 0 0 0"
+co_check "table TOTAL" "$(row TOTAL)" "100009+ 5 3 8"
+co_check "table lines wider than 80" \
+  "$(awk 'length > 80' "$CO_TMP/stats.txt" | wc -l | tr -d ' ')" 0
+co_contains "table session row" "$(cat "$CO_TMP/stats.txt")" "it-host"
+co_contains "table scaling line" "$(cat "$CO_TMP/stats.txt")" "scaling: "
+
+co_log "PASS"

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# it_webhook.sh: dead-job notifications. A local receiver on 127.0.0.1
+# (webhook_server.py) answers 500 to the first request, 422 to an item it
+# rejects, 200 otherwise. Checks: each dead item gets exactly one 2xx, the
+# 500 is retried (with backoff) for the same item, the Idempotency-Key is
+# the item id and the body its JSON; notified_at/notify_status are recorded;
+# nothing is sent again afterwards (also by a restarted coordinator); a new
+# dead item is sent once; the rejected one is marked 422 and not retried.
+source "$(dirname "$0")/coord_lib.sh"
+co_setup webhook
+
+# 5 dead items, oldest first: d1 .. d5; d3 is the one the receiver rejects
+co_sql "INSERT INTO onceq_dead (id, queue, payload, priority, attempts,
+                                max_attempts, last_error, created_at, died_at)
+        SELECT ('00000000-0000-4000-8000-00000000000' || i)::uuid, 'mail',
+               CASE WHEN i = 3 THEN '{\"reject\": true}'::jsonb
+                    ELSE jsonb_build_object('n', i) END,
+               0, 3, 3, 'boom ' || i, now() - interval '1 hour',
+               now() - (10 - i) * interval '1 second'
+        FROM generate_series(1, 5) i"
+
+co_start hook co_py "$(dirname "$0")/webhook_server.py" \
+  "$CO_TMP/port" "$CO_TMP/requests.jsonl" 1
+HOOK=$CO_LAST_PID
+co_wait_until 10 "webhook server port" test -s "$CO_TMP/port"
+PORT=$(cat "$CO_TMP/port")
+touch "$CO_TMP/requests.jsonl"
+
+FLAGS=(--interval 200ms --heartbeat-interval 200ms --session-expiry 1600ms
+       --notify-url "http://127.0.0.1:$PORT/hook" --notify-timeout 5s)
+co_coordinator c1 "${FLAGS[@]}"
+C1=$CO_LAST_PID
+co_wait_until 20 "all 5 dead items notified" co_sql_is \
+  "SELECT count(*) FROM onceq_dead WHERE notified_at IS NOT NULL" 5
+
+# summary: per key, the statuses in order; totals
+summary() {
+  co_py - "$CO_TMP/requests.jsonl" <<'EOF'
+import json, sys, collections
+reqs = [json.loads(l) for l in open(sys.argv[1])]
+by = collections.OrderedDict()
+for r in reqs:
+    by.setdefault(r["key"], []).append(r["status"])
+    b = r["body"]
+    assert b is not None, "body is not JSON"
+    assert b["id"] == r["key"], "Idempotency-Key %s != body id %s" % (r["key"], b["id"])
+    assert r["content_type"] == "application/json", r["content_type"]
+    assert b["event"] == "dead" and b["queue"] == "mail", b
+n = lambda k: int(k[-1])
+print("requests=%d" % len(reqs))
+print("first=%s:%s" % (n(reqs[0]["key"]), reqs[0]["status"]))
+for k, st in sorted(by.items(), key=lambda kv: kv[0]):
+    print("d%d=%s" % (n(k), ",".join(map(str, st))))
+d1 = [r["body"] for r in reqs if n(r["key"]) == 1][-1]
+print("d1_body=%s/%s/%s" % (d1["payload"], d1["last_error"], d1["attempts"]))
+EOF
+}
+s=$(summary) || co_fail "bad requests: $(cat "$CO_TMP/requests.jsonl")"
+co_log "requests:"$'\n'"$s"
+line() { printf '%s\n' "$s" | grep "^$1" || true; }
+co_check "first request: the oldest item, answered 500" "$(line first=)" "first=1:500"
+co_check "d1: 500 then retried, 200" "$(line d1=)" "d1=500,200"
+co_check "d2 once" "$(line d2=)" "d2=200"
+co_check "d3 rejected once (422), not retried" "$(line d3=)" "d3=422"
+co_check "d4 once" "$(line d4=)" "d4=200"
+co_check "d5 once" "$(line d5=)" "d5=200"
+co_check "requests in all" "$(line requests=)" "requests=6"
+co_check "d1 body" "$(line d1_body=)" "d1_body={'n': 1}/boom 1/3"
+co_check "notify_status per item" \
+  "$(co_sql "SELECT string_agg(notify_status::text, ',' ORDER BY id) FROM onceq_dead")" \
+  "200,200,422,200,200"
+co_contains "retry logged with backoff" "$(cat "$CO_TMP/c1.log")" "answered HTTP 500; retrying in"
+
+# nothing is sent again: neither by c1 nor by a fresh coordinator
+sleep 1
+kill -TERM "$C1"
+co_wait_exit "$C1" 5
+co_coordinator c2 "${FLAGS[@]}"
+C2=$CO_LAST_PID
+co_wait_until 10 "c2 leads" co_leader_is "$C2"
+sleep 1
+co_check "requests after a quiet second and a restart" \
+  "$(wc -l <"$CO_TMP/requests.jsonl" | tr -d ' ')" 6
+
+# a new dead item: sent exactly once
+co_sql "INSERT INTO onceq_dead (id, queue, payload, priority, attempts,
+                                max_attempts, created_at)
+        VALUES ('00000000-0000-4000-8000-000000000006', 'mail', '{\"n\": 6}',
+                0, 1, 1, now())"
+co_wait_until 10 "d6 notified" co_sql_is \
+  "SELECT count(*) FROM onceq_dead WHERE notified_at IS NOT NULL" 6
+sleep 1
+s=$(summary) || co_fail "bad requests: $(cat "$CO_TMP/requests.jsonl")"
+co_check "d6 once" "$(line d6=)" "d6=200"
+co_check "requests in all" "$(line requests=)" "requests=7"
+kill -TERM "$C2"
+co_wait_exit "$C2" 5
+co_check "c2 exit status" "$CO_RC" 0
+co_log "PASS"

@@ -1,0 +1,109 @@
+/*
+ * parts_explain.c: on PostgreSQL, the partitioned claim (the exact text
+ * the library sends, dialect.c) is an index range scan: EXPLAIN shows the
+ * partial index onceq_items_ready (queue, part, priority DESC, run_at)
+ * WHERE claim IS NULL used with a range condition on part, for a block of
+ * 4 of 12 parts over 20,000 ready items. Prints both claims' plans.
+ */
+#include "internal.h"
+#include "oq_test.h"
+
+typedef struct plan {
+  char text[8192];
+  size_t len;
+} plan;
+
+static oq_err plan_line(void *ud, int ncols, const char *const *vals)
+{
+  plan *p = ud;
+  if (ncols > 0 && vals[0] && p->len < sizeof p->text - 1)
+    p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len,
+                               "%s\n", vals[0]);
+  return OQ_OK;
+}
+
+/* EXPLAIN sql with its parameters (a custom plan for these values). */
+static void explain(oq_db *db, const char *sql, int n, const char *const *pv,
+                    plan *out)
+{
+  char buf[4096];
+  snprintf(buf, sizeof buf, "EXPLAIN %s", sql);
+  out->len = 0;
+  out->text[0] = '\0';
+  ASSERT_OK(db, oq_db_query(db, buf, n, pv, plan_line, out));
+}
+
+/* The line of the plan that names the index, and its Index Cond. */
+static void check_range_scan(const plan *p)
+{
+  const char *idx = strstr(p->text, "onceq_items_ready");
+  if (!idx)
+    OQT_FAIL("the partitioned claim does not use onceq_items_ready:\n%s",
+             p->text);
+  ASSERT(strstr(p->text, "Index Scan") || strstr(p->text, "Bitmap Index Scan"));
+  const char *cond = strstr(idx, "Index Cond:");
+  if (!cond)
+    OQT_FAIL("no Index Cond on onceq_items_ready:\n%s", p->text);
+  const char *eol = strchr(cond, '\n');
+  char line[1024];
+  size_t len = eol ? (size_t)(eol - cond) : strlen(cond);
+  if (len >= sizeof line)
+    len = sizeof line - 1;
+  memcpy(line, cond, len);
+  line[len] = '\0';
+  ASSERT_CONTAINS(line, "part >= 342");
+  ASSERT_CONTAINS(line, "part < 683");
+  ASSERT_NOT_CONTAINS(p->text, "Seq Scan");
+  /* walked in claim order: no sort of the part's rows, only of the few
+   * rows each queue's LIMIT returns (Sort Key: x.priority ...) */
+  ASSERT_NOT_CONTAINS(p->text, "Sort Key: onceq_items.");
+}
+
+int main(void)
+{
+  const char *dsn = oqt_fresh_db("parts_explain", 1);
+  oq_db *db = oqt_connect(dsn);
+  if (oq_db_engine(db) != OQ_ENGINE_POSTGRES) {
+    printf("SKIP: EXPLAIN shape is checked on PostgreSQL only\n");
+    return 77;
+  }
+  ASSERT_OK(db, oq_db_exec(db,
+                           "INSERT INTO onceq_items (payload) SELECT"
+                           " jsonb_build_object('n', g)"
+                           " FROM generate_series(1, 20000) g",
+                           0, NULL, NULL));
+  oqt_exec(db, "ANALYZE onceq_items");
+  oq_session *s = NULL;
+  oq_session_opts so = {.expiry_ms = 60000};
+  ASSERT_OK(db, oq_session_open(db, &so, &s));
+
+  /* parts [4, 8) of 12 are slots [342, 683): ceil(4 * 1024 / 12) = 342 */
+  int lo, hi;
+  oq_parts_slots(4, 8, 12, &lo, &hi);
+  ASSERT_EQ(lo, 342);
+  ASSERT_EQ(hi, 683);
+  char slo[16], shi[16];
+  snprintf(slo, sizeof slo, "%d", lo);
+  snprintf(shi, sizeof shi, "%d", hi);
+  const char *pv[6] = {oq_session_id(s), "{default}", "8", slo, shi, "0"};
+  plan p;
+  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_PARTS), 6, pv, &p);
+  printf("--- partitioned claim, parts [4,8) of 12:\n%s", p.text);
+  check_range_scan(&p);
+
+  /* the orphan variant (ready for longer than 30 s) too */
+  pv[5] = "30000";
+  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_PARTS), 6, pv, &p);
+  check_range_scan(&p);
+
+  /* for comparison: the unpartitioned claim */
+  const char *pu[3] = {oq_session_id(s), "{default}", "8"};
+  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM), 3, pu, &p);
+  printf("--- unpartitioned claim:\n%s", p.text);
+
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  oq_db_close(db);
+  printf("PASS parts_explain\n");
+  return 0;
+}
