@@ -55,20 +55,7 @@ static oq_err claim_precheck(oq_db *db, const oq_session *s,
   if (max <= 0 || nqueues == 0 || !queues)
     return oq__db_fail(db, OQ_ERR_INVALID, NULL,
                        "claim needs at least one queue and max > 0");
-  switch (oq_session_state_get(s)) {
-  case OQ_SESSION_LOST:
-    return oq__db_fail(db, OQ_ERR_SESSION_LOST, NULL,
-                       "session %s is lost; open a new session",
-                       oq_session_id(s));
-  case OQ_SESSION_FENCED:
-    return oq__db_fail(db, OQ_ERR_SESSION_LOST, NULL,
-                       "session %s is fenced (heartbeat overdue); not "
-                       "claiming until a heartbeat lands",
-                       oq_session_id(s));
-  case OQ_SESSION_LIVE:
-    break;
-  }
-  return OQ_OK;
+  return oq__session_usable(db, s);
 }
 
 /* A claim statement failing with 23503 means our session row is gone. */

@@ -51,6 +51,12 @@ void oq__policy_sleep(const oq_retry_policy *p, int ms);
 /* Connection options a thread can copy to open its own connection. */
 const oq_db_opts *oq__db_opts(const oq_db *db);
 
+/* ---- session.c --------------------------------------------------------- */
+
+/* OQ_OK when s may claim now; OQ_ERR_SESSION_LOST (lost or fenced) with the
+ * reason on db otherwise. Every claim form checks this first. */
+oq_err oq__session_usable(oq_db *db, const oq_session *s);
+
 /* ---- dialect.c: all SQL text, per engine ------------------------------ */
 
 typedef enum oq__stmt {

@@ -459,23 +459,6 @@ static size_t build_runs(const bool *set, int partitions, oq__slot_range *runs)
   return n;
 }
 
-static oq_err session_usable(oq_db *db, const oq_session *s)
-{
-  switch (oq_session_state_get(s)) {
-  case OQ_SESSION_LOST:
-    return oq__db_fail(db, OQ_ERR_SESSION_LOST, NULL,
-                       "session %s is lost; open a new session",
-                       oq_session_id(s));
-  case OQ_SESSION_FENCED:
-    return oq__db_fail(db, OQ_ERR_SESSION_LOST, NULL,
-                       "session %s is fenced (heartbeat overdue); not "
-                       "claiming until a heartbeat lands",
-                       oq_session_id(s));
-  case OQ_SESSION_LIVE:
-    break;
-  }
-  return OQ_OK;
-}
 
 /*
  * The database half of a round, in one transaction (oq_db_transact runs it
@@ -553,7 +536,7 @@ static oq_err round_tx(oq_db *db, void *ud)
 oq_err oq_parts_rebalance(oq_db *db, const oq_session *s, oq_parts *p)
 {
   oq__db_clear(db);
-  oq_err e = session_usable(db, s);
+  oq_err e = oq__session_usable(db, s);
   if (e != OQ_OK)
     return e;
   const char *sid = oq_session_id(s);

@@ -178,3 +178,21 @@ oq_session_state oq_session_check_fence(oq_session *s, uint64_t now_ms)
   }
   return oq_session_state_get(s);
 }
+
+oq_err oq__session_usable(oq_db *db, const oq_session *s)
+{
+  switch (oq_session_state_get(s)) {
+  case OQ_SESSION_LOST:
+    return oq__db_fail(db, OQ_ERR_SESSION_LOST, NULL,
+                       "session %s is lost; open a new session",
+                       oq_session_id(s));
+  case OQ_SESSION_FENCED:
+    return oq__db_fail(db, OQ_ERR_SESSION_LOST, NULL,
+                       "session %s is fenced (heartbeat overdue); not "
+                       "claiming until a heartbeat lands",
+                       oq_session_id(s));
+  case OQ_SESSION_LIVE:
+    break;
+  }
+  return OQ_OK;
+}
