@@ -72,7 +72,7 @@ set -euo pipefail
 ONCEQ_APT_PACKAGES="cmake gcc libc6-dev make pkg-config libpq-dev
   postgresql-15 postgresql-client-15 python3 python3-psycopg nodejs npm
   libcurl4-openssl-dev libmicrohttpd-dev uuid-runtime docker-compose
-  python3-yaml systemd"
+  python3-yaml systemd clang-format"
 
 PGBIN=/usr/lib/postgresql/15/bin
 CTEST_TIMEOUT_S=600

@@ -38,12 +38,12 @@ static oq_err add_row(void *ud, int ncols, const char *const *v)
     a->nomem = true;
     return OQ_ERR_NOMEM;
   }
-  it->attempt = v[3] ? atoi(v[3]) : 0;
-  it->max_attempts = v[4] ? atoi(v[4]) : 0;
-  it->priority = v[5] ? atoi(v[5]) : 0;
+  it->attempt = oq__int(v[3]);
+  it->max_attempts = oq__int(v[4]);
+  it->priority = oq__int(v[5]);
   it->enqueued_at_us = v[6] ? strtoll(v[6], NULL, 10) : 0;
   it->claimed_at_us = v[7] ? strtoll(v[7], NULL, 10) : 0;
-  it->slot = ncols > 8 && v[8] ? atoi(v[8]) : 0;
+  it->slot = ncols > 8 ? oq__int(v[8]) : 0;
   a->n++;
   return OQ_OK;
 }

@@ -4,6 +4,7 @@
  * conninfo reads like the original with the password replaced by "***".
  */
 #include <ctype.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,4 +186,15 @@ void oq__one_line(char *buf)
   /* "...connections? ; fix" reads badly: drop spaces before ';' */
   for (char *p = strstr(buf, " ;"); p; p = strstr(p, " ;"))
     memmove(p, p + 1, strlen(p + 1) + 1);
+}
+
+int oq__int(const char *text)
+{
+  if (!text)
+    return 0;
+  char *end;
+  long v = strtol(text, &end, 10);
+  if (end == text || v > INT_MAX || v < INT_MIN)
+    return 0;
+  return (int)v;
 }

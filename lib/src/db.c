@@ -344,9 +344,8 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
     return oq__db_fail(db, OQ_ERR_CONN, NULL,
                        "not connected to %s; the connection was lost",
                        db->masked);
-  PGresult *res =
-      PQexecParams(db->conn, sql, nparams, (const Oid *)types, params, NULL,
-                   NULL, 0);
+  PGresult *res = PQexecParams(db->conn, sql, nparams, (const Oid *)types,
+                               params, NULL, NULL, 0);
   oq_err e = OQ_OK;
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -392,9 +391,8 @@ oq_err oq_db_listen(oq_db *db, const char *channel)
   if (db->engine == OQ_ENGINE_COCKROACH)
     return oq__db_fail(db, OQ_ERR_CONFIG, NULL,
                        "CockroachDB has no LISTEN/NOTIFY; poll instead");
-  char *ident = db->conn ? PQescapeIdentifier(db->conn, channel,
-                                              strlen(channel))
-                         : NULL;
+  char *ident =
+      db->conn ? PQescapeIdentifier(db->conn, channel, strlen(channel)) : NULL;
   if (!ident)
     return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
                        db->masked);
@@ -414,8 +412,8 @@ oq_err oq_db_wait_notify(oq_db *db, int timeout_ms, int *notified)
   for (int round = 0; round < 2; round++) {
     if (!PQconsumeInput(db->conn))
       return oq__db_fail(db, OQ_ERR_CONN, NULL,
-                         "connection to %s lost while waiting: %s",
-                         db->masked, PQerrorMessage(db->conn));
+                         "connection to %s lost while waiting: %s", db->masked,
+                         PQerrorMessage(db->conn));
     PGnotify *n;
     while ((n = PQnotifies(db->conn)) != NULL) {
       *notified = 1;
@@ -425,8 +423,7 @@ oq_err oq_db_wait_notify(oq_db *db, int timeout_ms, int *notified)
       return OQ_OK;
     struct pollfd pfd = {.fd = PQsocket(db->conn), .events = POLLIN};
     if (pfd.fd < 0)
-      return oq__db_fail(db, OQ_ERR_CONN, NULL, "no socket for %s",
-                         db->masked);
+      return oq__db_fail(db, OQ_ERR_CONN, NULL, "no socket for %s", db->masked);
     if (poll(&pfd, 1, timeout_ms) <= 0)
       return OQ_OK; /* timeout or EINTR: the caller loops */
   }

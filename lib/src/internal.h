@@ -133,6 +133,12 @@ void oq__scrub(char *buf, size_t buflen, const char *secret);
 /* Flatten a multi-line libpq message into one line, in place. */
 void oq__one_line(char *buf);
 
+/* ---- conninfo.c: text helpers ----------------------------------------- */
+
+/* A result column as int: NULL, garbage or out of range give 0 (the server
+ * sends well-formed integers; this only keeps a bad value from being UB). */
+int oq__int(const char *text);
+
 /* ---- backoff.c -------------------------------------------------------- */
 uint64_t oq__xorshift64(uint64_t *state);
 uint64_t oq__seed(void);

@@ -32,7 +32,7 @@ const char *oq_migrate_name(int version)
 static oq_err read_int(void *ud, int ncols, const char *const *vals)
 {
   int *out = ud;
-  *out = (ncols > 0 && vals[0]) ? atoi(vals[0]) : 0;
+  *out = ncols > 0 ? oq__int(vals[0]) : 0;
   return OQ_OK;
 }
 

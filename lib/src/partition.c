@@ -459,7 +459,6 @@ static size_t build_runs(const bool *set, int partitions, oq__slot_range *runs)
   return n;
 }
 
-
 /*
  * The database half of a round, in one transaction (oq_db_transact runs it
  * again on a restart; it recomputes everything from what it reads). On

@@ -86,9 +86,8 @@ static void *run(void *arg)
 
   if (oq_db_open(&dbo, &db, t->err, sizeof t->err) != OQ_OK)
     goto fail;
-  oq_session_opts so = {.heartbeat_interval_ms = 1000,
-                        .expiry_ms = 10000,
-                        .queues = c->queue};
+  oq_session_opts so = {
+      .heartbeat_interval_ms = 1000, .expiry_ms = 10000, .queues = c->queue};
   if (oq_session_open(db, &so, &s) != OQ_OK) {
     snprintf(t->err, sizeof t->err, "session: %s", oq_db_errmsg(db));
     goto fail;
@@ -211,9 +210,9 @@ int main(int argc, char **argv)
     else if (strcmp(a, "--queue") == 0)
       c.queue = v;
     else if (strcmp(a, "--threads") == 0)
-      c.threads = atoi(v);
+      c.threads = (int)strtol(v, NULL, 10);
     else if (strcmp(a, "--batch") == 0)
-      c.batch = atoi(v);
+      c.batch = (int)strtol(v, NULL, 10);
     else if (strcmp(a, "--max-items") == 0)
       c.max_items = atol(v);
     else if (strcmp(a, "--max-seconds") == 0)

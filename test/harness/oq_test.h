@@ -18,80 +18,80 @@
 
 #include "onceq/onceq.h"
 
-#define OQT_FAIL(...)                                                        \
-  do {                                                                       \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                     \
-    fprintf(stderr, __VA_ARGS__);                                            \
-    fprintf(stderr, "\n");                                                   \
-    fflush(stderr);                                                          \
-    exit(1);                                                                 \
+#define OQT_FAIL(...)                                                          \
+  do {                                                                         \
+    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                       \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    fprintf(stderr, "\n");                                                     \
+    fflush(stderr);                                                            \
+    exit(1);                                                                   \
   } while (0)
 
-#define ASSERT(cond)                                                         \
-  do {                                                                       \
-    if (!(cond))                                                             \
-      OQT_FAIL("assertion failed: %s", #cond);                               \
+#define ASSERT(cond)                                                           \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      OQT_FAIL("assertion failed: %s", #cond);                                 \
   } while (0)
 
-#define ASSERT_EQ(a, b)                                                      \
-  do {                                                                       \
-    long long oqt_a_ = (long long)(a), oqt_b_ = (long long)(b);              \
-    if (oqt_a_ != oqt_b_)                                                    \
-      OQT_FAIL("%s == %s: %lld != %lld", #a, #b, oqt_a_, oqt_b_);            \
+#define ASSERT_EQ(a, b)                                                        \
+  do {                                                                         \
+    long long oqt_a_ = (long long)(a), oqt_b_ = (long long)(b);                \
+    if (oqt_a_ != oqt_b_)                                                      \
+      OQT_FAIL("%s == %s: %lld != %lld", #a, #b, oqt_a_, oqt_b_);              \
   } while (0)
 
-#define ASSERT_NE(a, b)                                                      \
-  do {                                                                       \
-    long long oqt_a_ = (long long)(a), oqt_b_ = (long long)(b);              \
-    if (oqt_a_ == oqt_b_)                                                    \
-      OQT_FAIL("%s != %s: both %lld", #a, #b, oqt_a_);                       \
+#define ASSERT_NE(a, b)                                                        \
+  do {                                                                         \
+    long long oqt_a_ = (long long)(a), oqt_b_ = (long long)(b);                \
+    if (oqt_a_ == oqt_b_)                                                      \
+      OQT_FAIL("%s != %s: both %lld", #a, #b, oqt_a_);                         \
   } while (0)
 
-#define ASSERT_LE(a, b)                                                      \
-  do {                                                                       \
-    long long oqt_a_ = (long long)(a), oqt_b_ = (long long)(b);              \
-    if (!(oqt_a_ <= oqt_b_))                                                 \
-      OQT_FAIL("%s <= %s: %lld > %lld", #a, #b, oqt_a_, oqt_b_);             \
+#define ASSERT_LE(a, b)                                                        \
+  do {                                                                         \
+    long long oqt_a_ = (long long)(a), oqt_b_ = (long long)(b);                \
+    if (!(oqt_a_ <= oqt_b_))                                                   \
+      OQT_FAIL("%s <= %s: %lld > %lld", #a, #b, oqt_a_, oqt_b_);               \
   } while (0)
 
-#define ASSERT_STREQ(a, b)                                                   \
-  do {                                                                       \
-    const char *oqt_a_ = (a), *oqt_b_ = (b);                                 \
-    if (!oqt_a_ || !oqt_b_ || strcmp(oqt_a_, oqt_b_) != 0)                   \
-      OQT_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b,                         \
-               oqt_a_ ? oqt_a_ : "(null)", oqt_b_ ? oqt_b_ : "(null)");      \
+#define ASSERT_STREQ(a, b)                                                     \
+  do {                                                                         \
+    const char *oqt_a_ = (a), *oqt_b_ = (b);                                   \
+    if (!oqt_a_ || !oqt_b_ || strcmp(oqt_a_, oqt_b_) != 0)                     \
+      OQT_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b,                           \
+               oqt_a_ ? oqt_a_ : "(null)", oqt_b_ ? oqt_b_ : "(null)");        \
   } while (0)
 
-#define ASSERT_CONTAINS(hay, needle)                                         \
-  do {                                                                       \
-    const char *oqt_h_ = (hay), *oqt_n_ = (needle);                          \
-    if (!oqt_h_ || !strstr(oqt_h_, oqt_n_))                                  \
-      OQT_FAIL("\"%s\" should contain \"%s\"", oqt_h_ ? oqt_h_ : "(null)",   \
-               oqt_n_);                                                      \
+#define ASSERT_CONTAINS(hay, needle)                                           \
+  do {                                                                         \
+    const char *oqt_h_ = (hay), *oqt_n_ = (needle);                            \
+    if (!oqt_h_ || !strstr(oqt_h_, oqt_n_))                                    \
+      OQT_FAIL("\"%s\" should contain \"%s\"", oqt_h_ ? oqt_h_ : "(null)",     \
+               oqt_n_);                                                        \
   } while (0)
 
-#define ASSERT_NOT_CONTAINS(hay, needle)                                     \
-  do {                                                                       \
-    const char *oqt_h_ = (hay), *oqt_n_ = (needle);                          \
-    if (oqt_h_ && strstr(oqt_h_, oqt_n_))                                    \
-      OQT_FAIL("\"%s\" must not contain \"%s\"", oqt_h_, oqt_n_);            \
+#define ASSERT_NOT_CONTAINS(hay, needle)                                       \
+  do {                                                                         \
+    const char *oqt_h_ = (hay), *oqt_n_ = (needle);                            \
+    if (oqt_h_ && strstr(oqt_h_, oqt_n_))                                      \
+      OQT_FAIL("\"%s\" must not contain \"%s\"", oqt_h_, oqt_n_);              \
   } while (0)
 
 /* An oq_err call that must succeed; prints the code and db's message. */
-#define ASSERT_OK(db, call)                                                  \
-  do {                                                                       \
-    oq_err oqt_e_ = (call);                                                  \
-    if (oqt_e_ != OQ_OK)                                                     \
-      OQT_FAIL("%s: %s (%s)", #call, oq_strerror(oqt_e_),                    \
-               (db) ? oq_db_errmsg(db) : "");                                \
+#define ASSERT_OK(db, call)                                                    \
+  do {                                                                         \
+    oq_err oqt_e_ = (call);                                                    \
+    if (oqt_e_ != OQ_OK)                                                       \
+      OQT_FAIL("%s: %s (%s)", #call, oq_strerror(oqt_e_),                      \
+               (db) ? oq_db_errmsg(db) : "");                                  \
   } while (0)
 
-#define ASSERT_ERR(expected, call)                                           \
-  do {                                                                       \
-    oq_err oqt_e_ = (call);                                                  \
-    if (oqt_e_ != (expected))                                                \
-      OQT_FAIL("%s: got %s, want %s", #call, oq_strerror(oqt_e_),            \
-               oq_strerror(expected));                                       \
+#define ASSERT_ERR(expected, call)                                             \
+  do {                                                                         \
+    oq_err oqt_e_ = (call);                                                    \
+    if (oqt_e_ != (expected))                                                  \
+      OQT_FAIL("%s: got %s, want %s", #call, oq_strerror(oqt_e_),              \
+               oq_strerror(expected));                                         \
   } while (0)
 
 /* The admin DSN from the harness; skips (exit 77, ctest SKIP) if unset. */

@@ -160,8 +160,8 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
        * a command that takes such flags itself goes after "--". */
       if (strcmp(val, "--") == 0) {
         if (i + 2 >= argc)
-          return bad(err, errlen, "--exec -- needs a command after --%s%s",
-                     "", NULL);
+          return bad(err, errlen, "--exec -- needs a command after --%s%s", "",
+                     NULL);
         cfg->exec_argv = &argv[i + 2];
         break;
       }

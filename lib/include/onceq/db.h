@@ -84,8 +84,8 @@ OQ_MUST_CHECK oq_err oq_db_exec(oq_db *db, const char *sql, int nparams,
 
 /* Like oq_db_exec with declared parameter types (PostgreSQL type OIDs, 0 =
  * infer), so a statement may use any subset of its parameters. */
-OQ_MUST_CHECK oq_err oq_db_exec_typed(oq_db *db, const char *sql,
-                                      int nparams, const unsigned int *types,
+OQ_MUST_CHECK oq_err oq_db_exec_typed(oq_db *db, const char *sql, int nparams,
+                                      const unsigned int *types,
                                       const char *const *params,
                                       long *affected);
 
