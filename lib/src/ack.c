@@ -324,8 +324,9 @@ oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
   if (n == 1) {
     if (outcome)
       *outcome = OQ_FAIL_RETRY;
-    OQ_LOG(OQ_LOG_INFO, sid, item->id, "attempt %d failed, retry in %d ms: %s",
-           item->attempt, delay_ms, err);
+    OQ_LOG(OQ_LOG_INFO, sid, item->id,
+           "attempt %d/%d failed, retry in %d ms: %.300s", item->attempt,
+           item->max_attempts, delay_ms, err);
     return OQ_OK;
   }
   const char *dead[3] = {item->id, sid, err};
@@ -338,8 +339,8 @@ oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
   if (outcome)
     *outcome = OQ_FAIL_DEAD;
   OQ_LOG(OQ_LOG_WARN, sid, item->id,
-         "attempt %d failed and attempts are exhausted: dead-lettered: %s",
-         item->attempt, err);
+         "attempt %d/%d failed, attempts exhausted, dead-lettered: %.300s",
+         item->attempt, item->max_attempts, err);
   return OQ_OK;
 }
 

@@ -56,7 +56,7 @@ it_check "its attempts" "$(it_sql 'SELECT attempts FROM onceq_dead')" 3
 err=$(it_sql 'SELECT last_error FROM onceq_dead')
 it_contains "dead item's last_error" "$err" 'violates check constraint "ledger_no_13"'
 nretries=$(grep -c "item=$bad_id.*failed" "$IT_TMP/fail.log" || true)
-it_log "log lines about the failing item's attempts: $nretries"
+it_check "log lines about the failing item (one per attempt)" "$nretries" 3
 
 # ---- 3. $1..$4 in any subset
 it_sql "CREATE TABLE only_id (item_id uuid NOT NULL);
@@ -106,12 +106,21 @@ it_worker_start restart --drain --queue restart --concurrency 1 \
   --sql 'SELECT restart_then_insert($2, $4)'
 it_wait_exit "$IT_LAST_PID" 30
 it_check "exit code (handler raising 40001 three times)" "$IT_RC" 0
-it_check "handler runs (3 restarts + 5 acks)" "$(it_sql "SELECT last_value FROM forced")" 8
+# Every handler run is either an ack or a restarted ack transaction. Under
+# SERIALIZABLE the ack can also lose a real conflict with the concurrent
+# claim (that is the retry path working), so the exact count comes from the
+# worker's own restart counter in its exit line, not from a constant.
+restarts=$(sed -n 's/.*exiting: .* \([0-9][0-9]*\) transaction restarts.*/\1/p' \
+  "$IT_TMP/restart.log")
+[ -n "$restarts" ] || it_fail "no exit summary line in restart.log"
+it_check_le "restarts counted (at least the 3 forced)" 3 "$restarts"
+it_check "handler runs (5 acks + every restart)" \
+  "$(it_sql "SELECT last_value FROM forced")" "$((5 + restarts))"
 it_check "restarted rows" "$(it_sql 'SELECT count(*) FROM restarted')" 5
 it_check "restarted distinct items" "$(it_sql 'SELECT count(DISTINCT item_id) FROM restarted')" 5
 it_check "restarted rows on attempt 1" "$(it_sql 'SELECT count(*) FROM restarted WHERE attempt = 1')" 5
 it_check "items left" "$(it_sql 'SELECT count(*) FROM onceq_items')" 0
 it_check "dead after restarts" "$(it_sql 'SELECT count(*) FROM onceq_dead')" 1
 it_check "failed attempts logged for restarts" \
-  "$(grep -c 'failed' "$IT_TMP/restart.log" || true)" 0
+  "$(grep -c 'attempt.*failed' "$IT_TMP/restart.log" || true)" 0
 it_log "PASS"

@@ -15,6 +15,7 @@
  * to claim and when.
  */
 #include <curl/curl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -125,17 +126,10 @@ static void record_failure(wk *w, oq_db *db, job *j, const char *why,
     oq_fail_outcome out = OQ_FAIL_RETRY;
     oq_err e = oq_fail(db, j->g->session, &j->item, why, delay, &out);
     if (e == OQ_OK) {
+      /* oq_fail has logged the attempt (one line per event). */
       wk_metrics_add(w->m, WK_C_FAILED, 1);
-      if (out == OQ_FAIL_DEAD) {
+      if (out == OQ_FAIL_DEAD)
         wk_metrics_add(w->m, WK_C_DEAD, 1);
-        OQ_LOG(OQ_LOG_WARN, sid, j->item.id,
-               "attempt %d/%d failed, dead-lettered: %.300s", j->item.attempt,
-               j->item.max_attempts, why);
-      } else {
-        OQ_LOG(OQ_LOG_INFO, sid, j->item.id,
-               "attempt %d/%d failed, retry in %d ms: %.300s", j->item.attempt,
-               j->item.max_attempts, delay, why);
-      }
       return;
     }
     if (e == OQ_ERR_CLAIM_LOST) {
@@ -1005,6 +999,15 @@ stop:
     oq_session_free(cur->session);
     free(cur);
   }
+  /* One summary line, so a --drain run or a log shipper can tell what this
+   * process did without scraping /metrics before it went away. */
+  OQ_LOG(OQ_LOG_INFO, NULL, NULL,
+         "exiting: %" PRIu64 " claimed, %" PRIu64 " acked, %" PRIu64
+         " failed attempts, %" PRIu64 " dead-lettered, %" PRIu64
+         " claims lost, %" PRIu64 " transaction restarts",
+         wk_metrics_get(m, WK_C_CLAIMED), wk_metrics_get(m, WK_C_ACKED),
+         wk_metrics_get(m, WK_C_FAILED), wk_metrics_get(m, WK_C_DEAD),
+         wk_metrics_get(m, WK_C_LOST), wk_metrics_get(m, WK_C_RESTARTS));
 out:
   oq_db_close(db);
   pthread_cond_destroy(&w.ack_cv);
