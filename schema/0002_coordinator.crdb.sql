@@ -1,6 +1,7 @@
 -- onceq schema v2, CockroachDB VARIANT of 0002_coordinator.pg.sql (see it
--- for what each object is for). Differs only in INT4 for the 32-bit
--- integer column (CockroachDB's INT is 64-bit). The runner executes each
+-- for what each object is for). Differs in INT4 for the 32-bit
+-- integer column (CockroachDB's INT is 64-bit) and gc.ttlseconds on the
+-- lease table (at the end). The runner executes each
 -- statement on its own, outside an explicit transaction; each one is
 -- idempotent (IF NOT EXISTS), so a re-run after a partial failure is safe.
 -- No statement may end a line with ';' except at its end.
@@ -33,3 +34,9 @@ ALTER TABLE onceq_dead ADD COLUMN IF NOT EXISTS notify_status INT4;
 CREATE INDEX IF NOT EXISTS onceq_dead_unnotified
   ON onceq_dead (died_at) WHERE notified_at IS NULL;
 CREATE INDEX IF NOT EXISTS onceq_dead_queue ON onceq_dead (queue);
+
+-- https://www.cockroachlabs.com/docs/stable/configure-replication-zones
+-- (gc.ttlseconds): lease rows are rewritten on every leadership change and
+-- deleted with their session; keep 10 minutes of MVCC history like the
+-- queue tables in 0001.
+ALTER TABLE onceq_leases CONFIGURE ZONE USING gc.ttlseconds = 600;

@@ -4,6 +4,7 @@
  * decide only where to look; the ack's claim check decides who may
  * acknowledge.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,41 +71,110 @@ static oq_err session_gone(oq_db *db, const oq_session *s, oq_err e)
   return e;
 }
 
+/* Run the claim statement for the queues in qarr, appending to acc. */
+static oq_err claim_stmt(oq_db *db, const oq_session *s, const char *qarr,
+                         claim_acc *acc)
+{
+  char lim[16];
+  snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
+  const char *params[3] = {oq_session_id(s), qarr, lim};
+  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM), 3,
+                                params, add_row, acc, NULL);
+  return session_gone(db, s, e);
+}
+
+bool oq__claim_per_queue_force = false;
+
+/*
+ * On CockroachDB a claim over several queues is one statement per queue.
+ * With queue = ANY(...) over several values the UPDATE's ordered LIMIT is
+ * a top-k sort above the index scan, and UPDATE locks every row its scan
+ * returns (CockroachDB docs, "UPDATE" and "SELECT FOR UPDATE": implicit
+ * row-level locking of the initial row scan), so a claim would lock every
+ * ready row of those queues. A one-queue claim walks onceq_items_ready
+ * (queue, priority DESC, run_at) in order and stops after the LIMIT.
+ * Priority then orders items within a queue (as in River, where each queue
+ * is fetched on its own); the first queue rotates per call so a busy queue
+ * cannot starve the others. PostgreSQL's LATERAL claim already walks the
+ * index per queue in one statement.
+ */
+static bool claim_per_queue(oq_db *db, size_t nqueues)
+{
+  return nqueues > 1 && (oq__claim_per_queue_force ||
+                         oq_db_engine(db) == OQ_ENGINE_COCKROACH);
+}
+
+static _Atomic unsigned claim_rotation;
+
+static oq_err claim_each_queue(oq_db *db, const oq_session *s,
+                               const char *const *queues, size_t nqueues,
+                               claim_acc *acc)
+{
+  size_t first = atomic_fetch_add(&claim_rotation, 1u) % nqueues;
+  oq_err e = OQ_OK;
+  for (size_t i = 0; i < nqueues && acc->n < acc->cap && e == OQ_OK; i++) {
+    const char *one[1] = {queues[(first + i) % nqueues]};
+    char *qarr = oq__text_array(one, 1);
+    if (!qarr) {
+      acc->nomem = true;
+      break;
+    }
+    e = claim_stmt(db, s, qarr, acc);
+    free(qarr);
+  }
+  return e;
+}
+
+/* Items claimed by an earlier statement of a multi-statement claim are ours
+ * now: hand them over even when a later statement failed (its error shows
+ * up again on the next call). */
+static oq_err claim_finish(oq_db *db, const oq_session *s, claim_acc *acc,
+                           oq_err e, oq_item **items, size_t *n)
+{
+  if (acc->nomem)
+    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  if (e != OQ_OK && acc->n == 0) {
+    free(acc->items);
+    return e;
+  }
+  if (e != OQ_OK) {
+    OQ_LOG(OQ_LOG_WARN, oq_session_id(s), NULL,
+           "claim stopped after %zu item(s): %s", acc->n, oq_db_errmsg(db));
+    oq__db_clear(db);
+  }
+  if (acc->n == 0) {
+    free(acc->items);
+    acc->items = NULL;
+  }
+  *items = acc->items;
+  *n = acc->n;
+  return OQ_OK;
+}
+
 oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
                 size_t nqueues, int max, oq_item **items, size_t *n)
 {
   *items = NULL;
   *n = 0;
   oq__db_clear(db);
-  oq_err pe = claim_precheck(db, s, queues, nqueues, max);
-  if (pe != OQ_OK)
-    return pe;
-  char *qarr = oq__text_array(queues, nqueues);
+  oq_err e = claim_precheck(db, s, queues, nqueues, max);
+  if (e != OQ_OK)
+    return e;
   claim_acc acc = {.items = calloc((size_t)max, sizeof(oq_item)),
                    .cap = (size_t)max};
-  if (!qarr || !acc.items) {
-    free(qarr);
-    free(acc.items);
+  if (!acc.items)
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  if (claim_per_queue(db, nqueues)) {
+    e = claim_each_queue(db, s, queues, nqueues, &acc);
+  } else {
+    char *qarr = oq__text_array(queues, nqueues);
+    if (qarr)
+      e = claim_stmt(db, s, qarr, &acc);
+    else
+      acc.nomem = true;
+    free(qarr);
   }
-  char lim[16];
-  snprintf(lim, sizeof lim, "%d", max);
-  const char *params[3] = {oq_session_id(s), qarr, lim};
-  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM), 3,
-                                params, add_row, &acc, NULL);
-  free(qarr);
-  e = session_gone(db, s, e);
-  if (e != OQ_OK) {
-    oq_items_free(acc.items, acc.n);
-    return acc.nomem ? oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory") : e;
-  }
-  if (acc.n == 0) {
-    free(acc.items);
-    acc.items = NULL;
-  }
-  *items = acc.items;
-  *n = acc.n;
-  return OQ_OK;
+  return claim_finish(db, s, &acc, e, items, n);
 }
 
 /* Claim up to acc's room from slots [r->lo, r->hi), items ready for at
@@ -165,27 +235,7 @@ oq_err oq_claim_parts(oq_db *db, const oq_session *s, oq_parts *p,
        i < norphan && i < MAX_ORPHAN_RUNS && acc.n < acc.cap && e == OQ_OK; i++)
     e = claim_range(db, s, qarr, &orphans[i], orphan_ms, &acc);
   free(qarr);
-  if (acc.nomem)
-    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
-  if (e != OQ_OK && acc.n == 0) {
-    free(acc.items);
-    return e;
-  }
-  /* Items claimed by an earlier statement are ours now: hand them over
-   * even when a later statement failed (its error shows up again on the
-   * next call). */
-  if (e != OQ_OK)
-    OQ_LOG(OQ_LOG_WARN, oq_session_id(s), NULL,
-           "partitioned claim stopped after %zu item(s): %s", acc.n,
-           oq_db_errmsg(db));
-  if (acc.n == 0) {
-    free(acc.items);
-    acc.items = NULL;
-  }
-  oq__db_clear(db);
-  *items = acc.items;
-  *n = acc.n;
-  return OQ_OK;
+  return claim_finish(db, s, &acc, e, items, n);
 }
 
 void oq_items_free(oq_item *items, size_t n)

@@ -105,6 +105,13 @@ oq_engine oq__dialect_detect(const char *crdb_version);
 /* Build a text[] literal {"a","b"} for queues; malloc'd, NULL on OOM. */
 char *oq__text_array(const char *const *elems, size_t n);
 
+/* ---- claim.c ------------------------------------------------------- */
+
+/* Test hook: claim queue by queue (the CockroachDB form of a multi-queue
+ * claim) on PostgreSQL too, so a real server exercises that loop. Set it
+ * before any thread claims. */
+extern bool oq__claim_per_queue_force;
+
 /* ---- partition.c / claim.c: partitioned claims ------------------------ */
 
 /* A slot range [lo, hi) to claim from. */

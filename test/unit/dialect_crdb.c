@@ -338,6 +338,13 @@ static void test_migrations(void)
   ASSERT_CONTAINS(c, "session_id UUID NOT NULL REFERENCES onceq_sessions "
                      "(id) ON DELETE CASCADE");
 
+  /* v2: the lease table churns on failover; short MVCC history too */
+  ASSERT(oq__migration_count >= 2);
+  ASSERT_CONTAINS(oq__migrations[1].crdb_sql,
+                  "ALTER TABLE onceq_leases CONFIGURE ZONE USING "
+                  "gc.ttlseconds = ");
+  ASSERT_NOT_CONTAINS(oq__migrations[1].pg_sql, "CONFIGURE ZONE");
+
   /* the PostgreSQL text is the one with the NOTIFY trigger */
   ASSERT_CONTAINS(m1->pg_sql, "LANGUAGE plpgsql");
   ASSERT_CONTAINS(m1->pg_sql, "CREATE TRIGGER onceq_items_notify");
