@@ -100,8 +100,8 @@ bool oq__claim_per_queue_force = false;
  */
 static bool claim_per_queue(oq_db *db, size_t nqueues)
 {
-  return nqueues > 1 && (oq__claim_per_queue_force ||
-                         oq_db_engine(db) == OQ_ENGINE_COCKROACH);
+  return nqueues > 1 &&
+         (oq__claim_per_queue_force || oq_db_engine(db) == OQ_ENGINE_COCKROACH);
 }
 
 static _Atomic unsigned claim_rotation;

@@ -45,7 +45,7 @@ cli_check "a second cancel: the item is gone" "$RC" 2
 cli_check "the item is gone at once" "$(q 'SELECT count(*) FROM onceq_items')" 0
 
 # the handler finishes its sleep, then its ack must be rejected
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
   grep -q "ack rejected" "$t/worker.log" && break
   sleep 0.1
 done
@@ -59,7 +59,7 @@ cli_check "nothing dead" "$(q 'SELECT count(*) FROM onceq_dead')" 0
 
 # the worker goes on: the next item is acknowledged exactly once
 id2=$("$ONCEQ_CLI" push --queue slow '{"job": "keep me"}')
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
   [ "$(q 'SELECT count(*) FROM onceq_items')" = 0 ] && break
   sleep 0.1
 done

@@ -52,9 +52,25 @@ cli_match() {
   cli_log "ok: $1 matches /$3/"
 }
 
-# q SQL: run SQL in the test database; unaligned, tuples only.
+# q SQL: run SQL in the test database; unaligned, tuples only. Under
+# SERIALIZABLE even a read can be chosen as a serialization victim while
+# workers run: retry those (bounded), fail on anything else.
 q() {
-  psql "$ONCEQ_DATABASE_URL" -X -q -At -v ON_ERROR_STOP=1 -c "$1"
+  local out rc _
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    rc=0
+    out=$(psql "$ONCEQ_DATABASE_URL" -X -q -At -v ON_ERROR_STOP=1 -c "$1" 2>&1) ||
+      rc=$?
+    if [ $rc -eq 0 ] || [[ "$out" != *"could not serialize access"* ]]; then
+      break
+    fi
+    sleep 0.05
+  done
+  if [ $rc -ne 0 ]; then
+    printf '%s\n' "$out" >&2
+    return $rc
+  fi
+  [ -z "$out" ] || printf '%s\n' "$out"
 }
 
 # cli_snapshot: one line that changes when any onceq table changes.

@@ -21,6 +21,8 @@
 
 static const char *dsn;
 static volatile sig_atomic_t stop_flag;
+/* all firers connected before any fires: they really race */
+static pthread_barrier_t start;
 
 typedef struct firer {
   pthread_t t;
@@ -34,6 +36,7 @@ static void *run(void *arg)
 {
   firer *f = arg;
   oq_db *db = oqt_connect(dsn);
+  pthread_barrier_wait(&start);
   /* bounded: 300 occurrences need 30 winning passes; losers end early */
   for (f->passes = 0; f->passes < 2000; f->passes++) {
     long n = 0;
@@ -76,6 +79,7 @@ int main(void)
 
   firer f[FIRERS];
   memset(f, 0, sizeof f);
+  ASSERT_EQ(pthread_barrier_init(&start, NULL, FIRERS), 0);
   for (int i = 0; i < FIRERS; i++)
     ASSERT_EQ(pthread_create(&f[i].t, NULL, run, &f[i]), 0);
   long fired = 0;
@@ -86,6 +90,7 @@ int main(void)
             f[i].err);
     fired += f[i].fired;
   }
+  pthread_barrier_destroy(&start);
   long next = oqt_scalar(db, "SELECT extract(epoch FROM next_run_at)::int8 "
                              "FROM onceq_schedules WHERE name = 'race'");
   long want = (next - t0) / 60;

@@ -90,9 +90,9 @@ static void run_form(oq_db *db, bool per_queue)
     oq_items_free(items, n);
   }
   ASSERT_EQ(total, 2 * PER_QUEUE);
-  ASSERT_EQ(QLONG(db, "SELECT count(*) FROM onceq_items WHERE queue = $1",
-                  "cq_z"),
-            3);
+  ASSERT_EQ(
+      QLONG(db, "SELECT count(*) FROM onceq_items WHERE queue = $1", "cq_z"),
+      3);
   ASSERT_EQ(QLONG(db,
                   "SELECT count(*) FROM onceq_items WHERE queue LIKE $1"
                   " AND queue <> 'cq_z'",

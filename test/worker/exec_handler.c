@@ -423,7 +423,9 @@ static void test_cancel(void)
   ASSERT(cc.fired_ms != 0);
   ASSERT_LE(end - cc.fired_ms, SLACK_MS); /* SIGTERM sufficed, no grace */
   ASSERT_LE(4, cc.calls);                 /* checked while it waited */
-  ASSERT_LE(cc.max_gap_ms, 250);          /* every 100 ms, plus scheduling */
+  /* every 100 ms; the slack is for a loaded or sanitizer-built run (a 1 s
+   * poll, the regression this guards against, still fails) */
+  ASSERT_LE(cc.max_gap_ms, 700);
   unlink(ready);
 
   /* Cancelled and SIGTERM ignored: SIGKILL after the grace. */

@@ -675,9 +675,11 @@ static void test_cancel(void)
   ASSERT_EQ(r.outcome, WK_ABANDONED);
   ASSERT_EQ(r.retry_after_ms, -1);
   ASSERT_LE(400, took);
-  ASSERT_LE(took, 1000);
+  ASSERT_LE(took, 1700); /* before the server's 2 s answer */
   ASSERT_LE(4, cc.calls);
-  ASSERT_LE(cc.max_gap_ms, 250);
+  /* polled every ~100 ms; slack for a loaded or sanitizer-built run (libcurl's
+   * 1 s default progress interval, the regression, still fails) */
+  ASSERT_LE(cc.max_gap_ms, 700);
   ASSERT_EQ(log_count(), 1); /* the request was sent */
 
   /* The same handle still works after an aborted transfer. */

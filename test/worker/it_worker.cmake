@@ -16,7 +16,7 @@ if(TARGET onceq-worker AND TARGET onceq)
       "it_worker_exec|it_exec_handler.sh|90|FALSE"
       "it_worker_http|it_http_retry.sh|90|FALSE"
       "it_worker_sigterm|it_sigterm.sh|90|FALSE"
-      "it_worker_sigkill|it_sigkill.sh|120|TRUE"
+      "it_worker_sigkill|it_sigkill.sh|300|TRUE"
       "it_worker_sigstop|it_sigstop.sh|120|TRUE"
       "it_worker_pg_restart|it_pg_restart.sh|150|TRUE"
       "it_worker_notify|it_notify.sh|60|TRUE"

@@ -934,7 +934,10 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m,
                                            : "sql",
          cfg->queues[0], cfg->nqueues > 1 ? ",..." : "",
          oq_db_masked_conninfo(db));
-  e = oq_reaper_start(&w.dbo, (int)cfg->session_expiry_ms, &reaper, err,
+  /* its own name in pg_stat_activity, like the other threads' connections */
+  oq_db_opts rdbo = w.dbo;
+  rdbo.application_name = "onceq-worker-reaper";
+  e = oq_reaper_start(&rdbo, (int)cfg->session_expiry_ms, &reaper, err,
                       sizeof err);
   if (e != OQ_OK)
     OQ_LOG(OQ_LOG_WARN, NULL, NULL, "reaper not started: %s", err);
