@@ -129,6 +129,14 @@ const oq__slot_range *oq__parts_runs(oq_parts *p, size_t *nown, size_t *first,
                                      const oq__slot_range **orphans,
                                      size_t *norphan, int *orphan_after_ms);
 
+/* ---- migrate.c --------------------------------------------------------- */
+
+/* Run a CockroachDB-style script (no function bodies; ";" at the end of a
+ * line ends a statement) one implicit statement at a time: restart errors
+ * are retried, a refused zone setting (CONFIGURE ZONE) is logged and
+ * skipped, any other failure stops the script. */
+oq_err oq__migrate_run_statements(oq_db *db, const char *script);
+
 /* ---- schema_embed.c (generated) ------------------------------------- */
 #include "schema_embed.h"
 

@@ -78,9 +78,59 @@ static oq_err record(oq_db *db, int version)
                     params, NULL);
 }
 
+/* A statement the schema works without. Zone settings need privileges
+ * that a multi-tenant cluster (CockroachDB Cloud Basic/Standard) may refuse
+ * ("unsupported with multi-tenancy"; CockroachDB docs, "CONFIGURE ZONE":
+ * required privileges); failing the migration for them would leave the
+ * schema unusable. */
+static bool optional_stmt(const char *stmt)
+{
+  return strstr(stmt, "CONFIGURE ZONE") != NULL;
+}
+
+/* The statement without the comment and blank lines before it. */
+static const char *sql_start(const char *stmt)
+{
+  for (;;) {
+    while (*stmt == ' ' || *stmt == '\t' || *stmt == '\n')
+      stmt++;
+    if (stmt[0] != '-' || stmt[1] != '-')
+      return stmt;
+    const char *nl = strchr(stmt, '\n');
+    if (!nl)
+      return stmt + strlen(stmt);
+    stmt = nl + 1;
+  }
+}
+
+/* One DDL statement as its own implicit transaction. Concurrent schema
+ * changes (two `onceq migrate` at once: CockroachDB has no advisory lock)
+ * can abort one with a restart error; IF NOT EXISTS makes a re-run safe. */
+static oq_err run_one(oq_db *db, const char *stmt)
+{
+  oq_err e = OQ_OK;
+  for (int attempt = 1; attempt <= 8; attempt++) {
+    e = oq__db_simple(db, stmt);
+    if (e == OQ_OK || !oq__sqlstate_is_restart(oq_db_sqlstate(db)))
+      break;
+    const oq_retry_policy *p = oq__db_policy(db);
+    oq__policy_sleep(p, oq_backoff_delay_ms(p, attempt, oq__db_rng(db)));
+  }
+  if (e != OQ_OK && optional_stmt(stmt) && oq_db_connected(db)) {
+    OQ_LOG(OQ_LOG_WARN, NULL, NULL,
+           "migrate: skipped a storage setting the server refused (%s); "
+           "onceq works without it, but MVCC garbage from claims and acks "
+           "is kept longer. An admin can apply it later: %s",
+           oq_db_errmsg(db), sql_start(stmt));
+    oq__db_clear(db);
+    return OQ_OK;
+  }
+  return e;
+}
+
 /* Run a CockroachDB migration one statement at a time (no function bodies
  * in those files, so ";" at the end of a line ends a statement). */
-static oq_err run_statements(oq_db *db, const char *script)
+oq_err oq__migrate_run_statements(oq_db *db, const char *script)
 {
   char *copy = strdup(script);
   if (!copy)
@@ -103,7 +153,7 @@ static oq_err run_statements(oq_db *db, const char *script)
         l = nl ? nl + 1 : l + len;
       }
       if (has_sql)
-        e = oq__db_simple(db, stmt);
+        e = run_one(db, stmt);
       stmt = p + 1;
     }
   }
@@ -123,7 +173,7 @@ static oq_err migrate_crdb(oq_db *db, int *from, int *to)
     return e;
   *from = applied;
   for (int v = applied + 1; v <= oq__migration_count && e == OQ_OK; v++) {
-    e = run_statements(db, oq__migrations[v - 1].crdb_sql);
+    e = oq__migrate_run_statements(db, oq__migrations[v - 1].crdb_sql);
     if (e == OQ_OK)
       e = record(db, v);
     if (e == OQ_OK)
