@@ -18,6 +18,9 @@
 # Every check prints what it compared; a failure prints both sides and
 # keeps the database and the scratch folder for a post-mortem.
 
+# shellcheck source=../harness/psql_retry.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/psql_retry.sh"
+
 set -euo pipefail
 
 CLI_NAME=""
@@ -52,25 +55,16 @@ cli_match() {
   cli_log "ok: $1 matches /$3/"
 }
 
-# q SQL: run SQL in the test database; unaligned, tuples only. Under
-# SERIALIZABLE even a read can be chosen as a serialization victim while
-# workers run: retry those (bounded), fail on anything else.
+# q SQL: run SQL in the test database; unaligned, tuples only; retries
+# serialization failures (test/harness/psql_retry.sh).
 q() {
-  local out rc _
-  for _ in 1 2 3 4 5 6 7 8 9 10; do
-    rc=0
-    out=$(psql "$ONCEQ_DATABASE_URL" -X -q -At -v ON_ERROR_STOP=1 -c "$1" 2>&1) ||
-      rc=$?
-    if [ $rc -eq 0 ] || [[ "$out" != *"could not serialize access"* ]]; then
-      break
-    fi
-    sleep 0.05
-  done
+  local rc=0
+  oq_psql_retry psql "$ONCEQ_DATABASE_URL" "$1" || rc=$?
   if [ $rc -ne 0 ]; then
-    printf '%s\n' "$out" >&2
+    printf '%s\n' "$OQ_PSQL_OUT" >&2
     return $rc
   fi
-  [ -z "$out" ] || printf '%s\n' "$out"
+  [ -z "$OQ_PSQL_OUT" ] || printf '%s\n' "$OQ_PSQL_OUT"
 }
 
 # cli_snapshot: one line that changes when any onceq table changes.

@@ -18,6 +18,9 @@
 # Every wait is bounded in count and time; a failed check prints what was
 # seen and the tail of every child's log, and exits 1.
 
+# shellcheck source=../harness/psql_retry.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/psql_retry.sh"
+
 set -euo pipefail
 
 CO_PIDS=()      # children to stop on exit
@@ -66,16 +69,10 @@ co_fail() {
 # SERIALIZABLE the test's own statements can lose a serialization conflict
 # (40001) against the coordinator; those are run again, up to 10 times.
 co_sql() {
-  local out rc try
-  for try in 1 2 3 4 5 6 7 8 9 10; do
-    rc=0
-    out=$("$CO_PSQL" -X -q -At -v ON_ERROR_STOP=1 -d "$CO_DSN" -c "$1" 2>&1) ||
-      rc=$?
-    [ $rc -ne 0 ] && [[ "$out" == *"could not serialize access"* ]] || break
-    sleep 0.05
-  done
-  [ $rc -eq 0 ] || co_fail "SQL failed (exit $rc): $1: $out"
-  [ -z "$out" ] || printf '%s\n' "$out"
+  local rc=0
+  oq_psql_retry "$CO_PSQL" "$CO_DSN" "$1" || rc=$?
+  [ $rc -eq 0 ] || co_fail "SQL failed (exit $rc): $1: $OQ_PSQL_OUT"
+  [ -z "$OQ_PSQL_OUT" ] || printf '%s\n' "$OQ_PSQL_OUT"
 }
 
 co_admin_sql() {

@@ -19,6 +19,9 @@
 # Every wait is bounded in count and time; a failed check prints what was
 # seen, the tail of every worker log, and exits 1.
 
+# shellcheck source=../harness/psql_retry.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/psql_retry.sh"
+
 set -euo pipefail
 
 IT_PIDS=()       # every process we started and must stop
@@ -58,26 +61,12 @@ it_psql_bin() {
 # times; psql's single -c string is one transaction, and a stdin script is
 # only ever reads and temp tables here).
 it_sql() {
-  local out rc input="" _
-  if [ $# -eq 0 ]; then input=$(cat); fi
-  for _ in 1 2 3 4 5 6 7 8 9 10; do
-    rc=0
-    if [ $# -gt 0 ]; then
-      out=$("$IT_PSQL" -X -q -At -v ON_ERROR_STOP=1 -d "$IT_DSN" -c "$1" 2>&1) ||
-        rc=$?
-    else
-      out=$("$IT_PSQL" -X -q -At -v ON_ERROR_STOP=1 -d "$IT_DSN" 2>&1 <<<"$input") ||
-        rc=$?
-    fi
-    if [ $rc -eq 0 ] || [[ "$out" != *"could not serialize access"* ]]; then
-      break
-    fi
-    sleep 0.05
-  done
+  local rc=0
+  oq_psql_retry "$IT_PSQL" "$IT_DSN" "$@" || rc=$?
   if [ $rc -ne 0 ]; then
-    it_fail "SQL failed (exit $rc): ${1:-$input}: $out"
+    it_fail "SQL failed (exit $rc): ${1:-(stdin)}: $OQ_PSQL_OUT"
   fi
-  [ -z "$out" ] || printf '%s\n' "$out"
+  [ -z "$OQ_PSQL_OUT" ] || printf '%s\n' "$OQ_PSQL_OUT"
 }
 
 # it_admin_sql SQL: run SQL on the admin database.
