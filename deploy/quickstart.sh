@@ -129,11 +129,12 @@ secs() { # MS -> "12.3s"
 T_START=$(now_ms)
 
 # ------------------------------------------------------------------ processes
-# alive PID: a live process (not a zombie).
-alive() {
-  [ -n "${1:-}" ] && [ -r "/proc/$1/stat" ] &&
-    ! awk '{exit !($3 == "Z")}' "/proc/$1/stat" 2>/dev/null
-}
+# The local-server mechanics (OS user, free port, start, stop by pid) are
+# shared with test/run.sh and the benchmarks.
+# shellcheck source=lib/pglocal.sh
+. "$ROOT/deploy/lib/pglocal.sh"
+alive() { pgl_alive "$@"; }
+is_postgres() { pgl_is_postgres "$@"; }
 # is_comm PID NAME...: alive and named NAME (what a pid file promises).
 is_comm() {
   local pid=$1 c n
@@ -143,7 +144,6 @@ is_comm() {
   for n in "$@"; do [ "$c" = "$n" ] && return 0; done
   return 1
 }
-is_postgres() { is_comm "$1" postgres postmaster; }
 is_worker() { is_comm "$1" onceq-worker; }
 
 # ------------------------------------------------------------------ server
@@ -153,15 +153,8 @@ PG_LOG=""
 PG_OSUSER="" # "postgres" when we are root
 PORT=""
 
-# as_pg CMD...: run as the server's OS user, from its folder (initdb and
-# pg_ctl want a cwd they can read), without our lock fd.
-as_pg() {
-  if [ -n "$PG_OSUSER" ]; then
-    (cd "$PG_HOME" && runuser -u "$PG_OSUSER" -- "$@" 8>&-)
-  else
-    (cd "$PG_HOME" && "$@" 8>&-)
-  fi
-}
+# as_pg CMD...: run as the server's OS user, from its folder.
+as_pg() { PGL_HOME=$PG_HOME PGL_OSUSER=$PG_OSUSER pgl_as_pg "$@"; }
 
 # Where the server's files live; remembered in $STATE/pg_home.
 locate_pg_home() {
@@ -199,9 +192,7 @@ choose_pg_home() {
 }
 
 # The postmaster's pid, from the data directory.
-postmaster_pid() {
-  [ -f "$PG_DATA/postmaster.pid" ] && head -n 1 "$PG_DATA/postmaster.pid"
-}
+postmaster_pid() { pgl_postmaster_pid "$PG_DATA"; }
 # Our server running on its recorded port?
 server_running() {
   local pid port
@@ -211,29 +202,6 @@ server_running() {
   [ -n "$port" ] || return 1
   PORT=$port
   "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -t 5
-}
-
-# A port nobody listens on, below the kernel's ephemeral range.
-port_free() {
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-pick_port() {
-  local port
-  if [ -f "$STATE/postgres.port" ]; then # the last one, if still free
-    port=$(cat "$STATE/postgres.port")
-    if [[ $port =~ ^[0-9]+$ ]] && port_free "$port"; then
-      echo "$port"
-      return 0
-    fi
-  fi
-  for _ in $(seq 1 200); do
-    port=$((15000 + (RANDOM * 32768 + RANDOM) % 15000))
-    if port_free "$port"; then
-      echo "$port"
-      return 0
-    fi
-  done
-  die "found no free port on 127.0.0.1"
 }
 
 init_server() {
@@ -258,28 +226,15 @@ EOF
 }
 
 start_server() {
-  local pid
-  for _ in 1 2 3 4 5; do
-    PORT=$(pick_port)
-    as_pg sed -i "s/^port = .*/port = $PORT/" "$PG_DATA/postgresql.conf"
-    [ -n "$PG_OSUSER" ] && [ ! -e "$PG_LOG" ] && as_pg touch "$PG_LOG"
-    if as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 60 start \
-      >/dev/null 2>&1; then
-      pid=$(postmaster_pid)
-      echo "$pid" >"$STATE/postgres.pid"
-      echo "$PORT" >"$STATE/postgres.port"
-      say "PostgreSQL 15 started: pid $pid, 127.0.0.1:$PORT, data $PG_DATA"
-      return 0
-    fi
-    if tail -n 20 "$PG_LOG" 2>/dev/null |
-      grep -q 'could not bind\|Address already in use'; then
-      say "port $PORT was taken meanwhile; trying another"
-      continue
-    fi
-    break
-  done
-  tail -n 30 "$PG_LOG" >&2 2>/dev/null || true
-  die "PostgreSQL did not start (its log: $PG_LOG)"
+  # the last port again if it is free, so URLs printed earlier stay valid
+  local last=""
+  [ -f "$STATE/postgres.port" ] && last=$(cat "$STATE/postgres.port")
+  PGL_HOME=$PG_HOME PGL_OSUSER=$PG_OSUSER pgl_start "$PG_DATA" "$PG_LOG" "$last" ||
+    die "PostgreSQL did not start (its log: $PG_LOG)"
+  PORT=$PGL_PORT
+  echo "$PGL_PID" >"$STATE/postgres.pid"
+  echo "$PORT" >"$STATE/postgres.port"
+  say "PostgreSQL 15 started: pid $PGL_PID, 127.0.0.1:$PORT, data $PG_DATA"
 }
 
 ensure_server() {
@@ -312,23 +267,10 @@ stop_server() {
   fi
   [ -n "$pid" ] || pid=$recorded
   if [ -d "$PG_HOME" ]; then
-    as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -m fast -t 60 stop >/dev/null 2>&1 ||
-      true
+    PGL_HOME=$PG_HOME PGL_OSUSER=$PG_OSUSER pgl_stop "$PG_DATA" "$pid" "$recorded"
+  else
+    PGL_HOME=/ PGL_OSUSER=$PG_OSUSER pgl_stop "" "$pid" "$recorded"
   fi
-  # pg_ctl returns when the pid file is gone, a moment before the exit.
-  local p
-  for p in $pid $recorded; do
-    for _ in $(seq 1 100); do
-      is_postgres "$p" || break
-      sleep 0.1
-    done
-    if is_postgres "$p"; then
-      say "PostgreSQL $p still runs; sending SIGQUIT"
-      kill -QUIT "$p" 2>/dev/null || true
-      sleep 2
-      if is_postgres "$p"; then kill -KILL "$p" 2>/dev/null || true; fi
-    fi
-  done
   is_postgres "$pid" && die "could not stop PostgreSQL (pid $pid)"
   rm -f "$STATE/postgres.pid"
   say "stopped PostgreSQL (pid $pid); its data stays in $PG_DATA"

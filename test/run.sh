@@ -193,87 +193,17 @@ PG_LOG=""
 PG_OSUSER=""  # "postgres" when we are root
 LOG_DIR="$ROOT/build/test-logs"
 
-# as_pg CMD...: run as the server's OS user, from a directory it can read
-# (initdb and pg_ctl fail when they cannot resolve the cwd).
-as_pg() {
-  if [ -n "$PG_OSUSER" ]; then
-    (cd "$PG_TMP" && runuser -u "$PG_OSUSER" -- "$@" 9>&-)
-  else
-    (cd "$PG_TMP" && "$@" 9>&-)
-  fi
-}
-
-# A port nobody listens on, below the kernel's ephemeral range.
-port_free() {
-  local port=$1
-  if command -v python3 >/dev/null 2>&1; then
-    python3 - "$port" <<'EOF' 2>/dev/null
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-try:
-    s.bind(("127.0.0.1", int(sys.argv[1])))
-except OSError:
-    sys.exit(1)
-finally:
-    s.close()
-EOF
-  else
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      return 1
-    fi
-  fi
-}
-
-pick_port() {
-  local port
-  for _ in $(seq 1 200); do
-    port=$((15000 + (RANDOM * 32768 + RANDOM) % 15000))
-    if port_free "$port"; then
-      echo "$port"
-      return 0
-    fi
-  done
-  die "found no free port on 127.0.0.1"
-}
-
-postmaster_pid() {
-  [ -n "$PG_DATA" ] && [ -f "$PG_DATA/postmaster.pid" ] &&
-    head -n 1 "$PG_DATA/postmaster.pid"
-}
-
-# A live (not zombie) postgres process?
-pid_is_postgres() {
-  [ -n "$1" ] && [ -r "/proc/$1/stat" ] &&
-    grep -qx 'postgres\|postmaster' "/proc/$1/comm" 2>/dev/null &&
-    ! awk '{exit !($3 == "Z")}' "/proc/$1/stat" 2>/dev/null
-}
+# The mechanics (OS user, free port, start with a port race, stop by pid)
+# are shared with deploy/quickstart.sh and the benchmarks.
+# shellcheck source=../deploy/lib/pglocal.sh
+. "$ROOT/deploy/lib/pglocal.sh"
+as_pg() { PGL_HOME=$PG_TMP PGL_OSUSER=$PG_OSUSER pgl_as_pg "$@"; }
+postmaster_pid() { pgl_postmaster_pid "$PG_DATA"; }
 
 stop_server() {
   [ -n "$PG_DATA" ] || return 0
-  local pid
-  pid=$(postmaster_pid || true)
-  if [ -n "$pid" ] || pid_is_postgres "$PG_PID"; then
-    as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -m fast -t 60 stop >/dev/null 2>&1 ||
-      true
-  fi
-  # pg_ctl failed, or the data dir's pid file is gone: stop our pids by hand.
-  # (pg_ctl returns once the pid file is gone, a moment before the exit.)
-  local p
-  for p in $pid $PG_PID; do
-    for _ in $(seq 1 50); do
-      pid_is_postgres "$p" || break
-      sleep 0.1
-    done
-    pid_is_postgres "$p" || continue
-    echo "test/run.sh: postmaster $p still runs; sending SIGQUIT" >&2
-    kill -QUIT "$p" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-      pid_is_postgres "$p" || break
-      sleep 0.1
-    done
-    if pid_is_postgres "$p"; then kill -KILL "$p" 2>/dev/null || true; fi
-  done
-  return 0
+  PGL_HOME=$PG_TMP PGL_OSUSER=$PG_OSUSER pgl_stop "$PG_DATA" \
+    "$(postmaster_pid || true)" "$PG_PID"
 }
 
 cleanup() {
@@ -296,26 +226,16 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# start_server: initdb on first call; (re)start the postmaster.
+# start_server: (re)start the postmaster on a free port.
 start_server() {
-  for _ in 1 2 3 4 5; do
-    PG_PORT=$(pick_port)
-    sed -i "s/^port = .*/port = $PG_PORT/" "$PG_DATA/postgresql.conf"
-    if as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 60 start \
-      >/dev/null; then
-      PG_PID=$(postmaster_pid)
-      echo "$PG_PID" >"$PG_TMP/run.sh.postmaster.pid"
-      echo "postgres: pid $PG_PID, 127.0.0.1:$PG_PORT, data $PG_DATA"
-      return 0
-    fi
-    if grep -q 'could not bind\|Address already in use' "$PG_LOG"; then
-      echo "port $PG_PORT was taken meanwhile; trying another" >&2
-      continue
-    fi
-    break
-  done
-  echo "test/run.sh: PostgreSQL did not start; its log:" >&2
-  tail -n 50 "$PG_LOG" >&2 || true
+  if PGL_HOME=$PG_TMP PGL_OSUSER=$PG_OSUSER pgl_start "$PG_DATA" "$PG_LOG"; then
+    PG_PORT=$PGL_PORT
+    PG_PID=$PGL_PID
+    echo "$PG_PID" >"$PG_TMP/run.sh.postmaster.pid"
+    echo "postgres: pid $PG_PID, 127.0.0.1:$PG_PORT, data $PG_DATA"
+    return 0
+  fi
+  echo "test/run.sh: PostgreSQL did not start" >&2
   return 1
 }
 

@@ -114,68 +114,27 @@ PG_PID=""
 PG_OSUSER=""
 OUR_PIDS=()
 
-as_pg() {
-  if [ -n "$PG_OSUSER" ]; then
-    (cd "$WORK" && runuser -u "$PG_OSUSER" -- "$@" 9>&-)
-  else
-    (cd "$WORK" && "$@" 9>&-)
-  fi
-}
-port_free() {
-  python3 - "$1" <<'EOF' 2>/dev/null
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-try:
-    s.bind(("127.0.0.1", int(sys.argv[1])))
-except OSError:
-    sys.exit(1)
-finally:
-    s.close()
-EOF
-}
-pick_port() {
-  local port
-  for _ in $(seq 1 200); do
-    port=$((15000 + (RANDOM * 32768 + RANDOM) % 15000))
-    if port_free "$port"; then
-      echo "$port"
-      return 0
-    fi
-  done
-  die "found no free port on 127.0.0.1"
-}
-pid_alive() {
-  [ -r "/proc/$1/stat" ] && ! awk '{exit !($3 == "Z")}' "/proc/$1/stat" 2>/dev/null
-}
-pid_is_postgres() {
-  [ -n "$1" ] && pid_alive "$1" &&
-    grep -qx 'postgres\|postmaster' "/proc/$1/comm" 2>/dev/null
-}
+# shellcheck source=../../deploy/lib/pglocal.sh
+. "$ROOT/deploy/lib/pglocal.sh"
+as_pg() { PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_as_pg "$@"; }
 stop_our_pids() { # SIGTERM each, then SIGKILL after 5 s, by pid
   local p
   for p in "${OUR_PIDS[@]}"; do
-    if pid_alive "$p"; then kill -TERM "$p" 2>/dev/null || true; fi
+    if pgl_alive "$p"; then kill -TERM "$p" 2>/dev/null || true; fi
   done
   for p in "${OUR_PIDS[@]}"; do
     for _ in $(seq 1 50); do
-      pid_alive "$p" || break
+      pgl_alive "$p" || break
       sleep 0.1
     done
-    if pid_alive "$p"; then kill -KILL "$p" 2>/dev/null || true; fi
+    if pgl_alive "$p"; then kill -KILL "$p" 2>/dev/null || true; fi
     wait "$p" 2>/dev/null || true
   done
   OUR_PIDS=()
 }
 stop_server() {
   [ -n "$PG_DATA" ] || return 0
-  if pid_is_postgres "$PG_PID"; then
-    as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -m fast -t 60 stop >/dev/null 2>&1 || true
-  fi
-  for _ in $(seq 1 50); do
-    pid_is_postgres "$PG_PID" || break
-    sleep 0.1
-  done
-  if pid_is_postgres "$PG_PID"; then kill -QUIT "$PG_PID" 2>/dev/null || true; fi
+  PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_stop "$PG_DATA" "$PG_PID"
 }
 cleanup() {
   local rc=$?
@@ -232,10 +191,9 @@ chmod 700 "$WORK"
 as_pg "$PGBIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --no-locale \
   >"$LOG_DIR/initdb.log" 2>&1 || { cat "$LOG_DIR/initdb.log" >&2; die "initdb failed"; }
 as_pg touch "$WORK/postgres.log"
-PG_PORT=$(pick_port)
 as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
 listen_addresses = '127.0.0.1'
-port = $PG_PORT
+port = 0
 unix_socket_directories = '$WORK'
 max_connections = 300
 shared_buffers = 256MB
@@ -247,9 +205,10 @@ log_min_messages = warning
 log_lock_waits = on
 deadlock_timeout = 10ms
 EOF
-as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -l "$WORK/postgres.log" -w -t 60 start >/dev/null ||
-  { tail -n 30 "$WORK/postgres.log" >&2; die "PostgreSQL did not start"; }
-PG_PID=$(head -n 1 "$PG_DATA/postmaster.pid")
+PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_start "$PG_DATA" "$WORK/postgres.log" ||
+  die "PostgreSQL did not start"
+PG_PORT=$PGL_PORT
+PG_PID=$PGL_PID
 ADMIN="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres sslmode=disable"
 psql_admin() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$ADMIN" "$@"; }
 echo "postgres: pid $PG_PID, 127.0.0.1:$PG_PORT"

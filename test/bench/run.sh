@@ -172,62 +172,21 @@ PG_OSUSER=""
 LOG_DIR="$ROOT/build/bench-logs"
 OUR_PIDS=() # workers and bench programs we started (not the server)
 
-as_pg() {
-  if [ -n "$PG_OSUSER" ]; then
-    (cd "$WORK" && runuser -u "$PG_OSUSER" -- "$@" 9>&-)
-  else
-    (cd "$WORK" && "$@" 9>&-)
-  fi
-}
-
-port_free() {
-  python3 - "$1" <<'EOF' 2>/dev/null
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-try:
-    s.bind(("127.0.0.1", int(sys.argv[1])))
-except OSError:
-    sys.exit(1)
-finally:
-    s.close()
-EOF
-}
-
-pick_port() {
-  local port
-  for _ in $(seq 1 200); do
-    port=$((15000 + (RANDOM * 32768 + RANDOM) % 15000))
-    if port_free "$port"; then
-      echo "$port"
-      return 0
-    fi
-  done
-  die "found no free port on 127.0.0.1"
-}
-
-pid_is_postgres() {
-  [ -n "$1" ] && [ -r "/proc/$1/stat" ] &&
-    grep -qx 'postgres\|postmaster' "/proc/$1/comm" 2>/dev/null &&
-    ! awk '{exit !($3 == "Z")}' "/proc/$1/stat" 2>/dev/null
-}
-
-# A pid we started that is still running (not reaped, not a zombie)?
-pid_alive() {
-  [ -r "/proc/$1/stat" ] && ! awk '{exit !($3 == "Z")}' "/proc/$1/stat" \
-    2>/dev/null
-}
+# shellcheck source=../../deploy/lib/pglocal.sh
+. "$ROOT/deploy/lib/pglocal.sh"
+as_pg() { PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_as_pg "$@"; }
 
 stop_our_pids() {
   local p
   for p in "${OUR_PIDS[@]}"; do
-    pid_alive "$p" && kill -TERM "$p" 2>/dev/null
+    pgl_alive "$p" && kill -TERM "$p" 2>/dev/null
   done
   for p in "${OUR_PIDS[@]}"; do
     for _ in $(seq 1 50); do
-      pid_alive "$p" || break
+      pgl_alive "$p" || break
       sleep 0.1
     done
-    pid_alive "$p" && kill -KILL "$p" 2>/dev/null
+    pgl_alive "$p" && kill -KILL "$p" 2>/dev/null
   done
   OUR_PIDS=()
   return 0
@@ -235,21 +194,7 @@ stop_our_pids() {
 
 stop_server() {
   [ -n "$PG_DATA" ] || return 0
-  if pid_is_postgres "$PG_PID"; then
-    as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -m fast -t 60 stop >/dev/null 2>&1 ||
-      true
-  fi
-  for _ in $(seq 1 50); do
-    pid_is_postgres "$PG_PID" || break
-    sleep 0.1
-  done
-  if pid_is_postgres "$PG_PID"; then
-    echo "test/bench/run.sh: postmaster $PG_PID still runs; SIGQUIT" >&2
-    kill -QUIT "$PG_PID" 2>/dev/null || true
-    sleep 2
-    pid_is_postgres "$PG_PID" && kill -KILL "$PG_PID" 2>/dev/null
-  fi
-  return 0
+  PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_stop "$PG_DATA" "$PG_PID"
 }
 
 cleanup() {
@@ -360,21 +305,10 @@ log_min_messages = warning
 # only to count claim statements per leg (items per claim)
 shared_preload_libraries = 'pg_stat_statements'
 EOF
-started=0
-for _ in 1 2 3 4 5; do
-  PG_PORT=$(pick_port)
-  sed -i "s/^port = .*/port = $PG_PORT/" "$PG_DATA/postgresql.conf"
-  if as_pg "$PGBIN/pg_ctl" -D "$PG_DATA" -l "$WORK/postgres.log" -w -t 60 \
-    start >/dev/null; then
-    PG_PID=$(head -n 1 "$PG_DATA/postmaster.pid")
-    started=1
-    break
-  fi
-  grep -q 'could not bind\|Address already in use' "$WORK/postgres.log" ||
-    break
-done
-[ $started -eq 1 ] ||
-  { tail -n 30 "$WORK/postgres.log" >&2; die "PostgreSQL did not start"; }
+PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_start "$PG_DATA" "$WORK/postgres.log" ||
+  die "PostgreSQL did not start"
+PG_PORT=$PGL_PORT
+PG_PID=$PGL_PID
 
 unset PGHOST PGHOSTADDR PGPORT PGUSER PGPASSWORD PGDATABASE PGSERVICE \
   PGOPTIONS ONCEQ_DATABASE_URL DATABASE_URL
@@ -460,7 +394,7 @@ cp "$WORK/per_item.sql" "$WORK/batched.sql" "$LOG_DIR/"
 sample_hwm() {
   local pid=$1 out=$2 deadline=$3 v termed=0
   echo 0 >"$out"
-  while pid_alive "$pid"; do
+  while pgl_alive "$pid"; do
     v=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
     [ -n "$v" ] && echo "$v" >"$out"
     if [ $termed -lt 2 ] && [ "$(calc "$(now) >= $deadline" '%d')" = 1 ]; then
@@ -622,7 +556,7 @@ for _ in $(seq 1 100); do
     ready=1
     break
   fi
-  pid_alive "$LPID" || break
+  pgl_alive "$LPID" || break
   sleep 0.1
 done
 [ $ready -eq 1 ] ||
@@ -643,10 +577,10 @@ for _ in $(seq 1 300); do
 done
 kill -TERM "$LPID" 2>/dev/null || true
 for _ in $(seq 1 400); do
-  pid_alive "$LPID" || break
+  pgl_alive "$LPID" || break
   sleep 0.1
 done
-pid_alive "$LPID" && kill -KILL "$LPID" 2>/dev/null
+pgl_alive "$LPID" && kill -KILL "$LPID" 2>/dev/null
 wait "$LPID" 2>/dev/null || true
 OUR_PIDS=()
 # From commit: committed_at is clock_timestamp() of the client's next
