@@ -1,0 +1,66 @@
+/*
+ * promhttp.h: the HTTP server behind --metrics-addr, shared by the worker
+ * (metrics.c) and the coordinator (coordinator/src/coord_metrics.c):
+ * parses the listen address, binds it, and serves GET/HEAD /metrics from a
+ * render callback and /healthz from a health callback on libmicrohttpd's
+ * own thread. Other paths answer 404, other methods 405 (with Allow).
+ * An IPv6 address is bound IPv6-only.
+ *
+ * Failures come back as a kind plus a detail rather than a finished
+ * message, so each daemon keeps its own wording.
+ *
+ * Thread safety: the callbacks run on the server's thread, concurrently
+ * with everything else; promhttp_start and promhttp_stop are the caller's
+ * to serialise.
+ */
+#ifndef ONCEQ_WORKER_PROMHTTP_H
+#define ONCEQ_WORKER_PROMHTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+typedef struct promhttp promhttp;
+
+/* A parsed listen address, and "HOST:PORT" as messages show it (with the
+ * host defaulted: "9090" shows as "127.0.0.1:9090"). */
+typedef struct promhttp_addr {
+  struct sockaddr_storage ss;
+  socklen_t sslen;
+  char shown[80];
+} promhttp_addr;
+
+typedef struct promhttp_opts {
+  /* The exposition text, with snprintf semantics: writes what fits into
+   * buf (NUL-terminated) and returns the full length. */
+  size_t (*render)(void *ud, char *buf, size_t len);
+  /* /healthz answers 200 "ok" while this returns true, else 503. */
+  bool (*healthy)(void *ud);
+  void *ud;
+} promhttp_opts;
+
+/* promhttp_start's failures. */
+enum {
+  PROMHTTP_ELISTEN = -1, /* socket/bind/listen failed; why: strerror */
+  PROMHTTP_ESTART = -2   /* libmicrohttpd refused; it logged why */
+};
+
+/*
+ * Parse "PORT", ":PORT", "HOST:PORT" (HOST: IPv4 or localhost; default
+ * 127.0.0.1) or "[IPv6]:PORT"; PORT 0 picks one at start. 0, or -1 with
+ * what was expected in why ("expected HOST:PORT ..."; why may be NULL).
+ */
+int promhttp_parse_addr(const char *addr, promhttp_addr *a, char *why,
+                        size_t whylen);
+
+/* Bind a and serve o (copied). 0 with *out set and *bound_port (may be
+ * NULL) the port, or a PROMHTTP_E* with *out and *bound_port untouched. */
+int promhttp_start(promhttp **out, const promhttp_addr *a,
+                   const promhttp_opts *o, int *bound_port, char *why,
+                   size_t whylen);
+
+/* Stop serving, close the socket, free h (NULL is fine). Waits for a
+ * request in progress. */
+void promhttp_stop(promhttp *h);
+
+#endif
