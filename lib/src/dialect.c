@@ -20,33 +20,36 @@
   "AND attempts < max_attempts"
 
 /*
- * PostgreSQL claim. MATERIALIZED is required: without it the planner may
- * inline the CTE and evaluate the LIMIT subquery more than once, claiming
- * more than $3 rows (PostgreSQL docs, "WITH Queries": MATERIALIZED forces
- * separate evaluation). SKIP LOCKED lets concurrent claimers pass each
- * other's rows instead of queueing on them.
+ * PostgreSQL claim, around a per-queue predicate (q.name is the queue).
+ * MATERIALIZED is required: without it the planner may inline the CTE and
+ * evaluate the LIMIT subquery more than once, claiming more than $3 rows
+ * (PostgreSQL docs, "WITH Queries": MATERIALIZED forces separate
+ * evaluation). SKIP LOCKED lets concurrent claimers pass each other's rows
+ * instead of queueing on them. One index-ordered scan per queue (LATERAL)
+ * instead of queue = ANY($2): with ANY the planner cannot walk the ready
+ * index in (priority, run_at) order and sorts every ready row (68 ms per
+ * claim at 100k items vs 0.6 ms, measured by test/bench). A queue's extra
+ * locked rows beyond the final LIMIT are unlocked when the statement
+ * commits.
  */
+#define CLAIM_PG(ready_in_queue)                                               \
+  "WITH c AS MATERIALIZED ("                                                   \
+  " SELECT x.id FROM unnest($2::text[]) AS q(name)"                            \
+  " CROSS JOIN LATERAL (SELECT id, priority, run_at FROM onceq_items"          \
+  " WHERE " ready_in_queue " ORDER BY priority DESC, run_at LIMIT $3::int"     \
+  " FOR UPDATE SKIP LOCKED) x"                                                 \
+  " ORDER BY x.priority DESC, x.run_at LIMIT $3::int)"                         \
+  " UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"            \
+  " attempts = i.attempts + 1"                                                 \
+  " FROM c WHERE i.id = c.id"                                                  \
+  " RETURNING i.id::text, i.queue, i.payload::text, i.attempts,"               \
+  " i.max_attempts, i.priority,"                                               \
+  " (extract(epoch FROM i.created_at) * 1000000)::int8,"                       \
+  " (extract(epoch FROM i.claimed_at) * 1000000)::int8, i.part"
+
 static const char claim_pg[] =
-    /* One index-ordered scan per queue (LATERAL) instead of
-     * queue = ANY($2): with ANY the planner cannot walk the ready index in
-     * (priority, run_at) order and sorts every ready row (68 ms per claim at
-     * 100k items vs 0.6 ms, measured by test/bench). A queue's extra locked
-     * rows beyond the final LIMIT are unlocked when the statement commits. */
-    "WITH c AS MATERIALIZED ("
-    " SELECT x.id FROM unnest($2::text[]) AS q(name)"
-    " CROSS JOIN LATERAL (SELECT id, priority, run_at FROM onceq_items"
-    " WHERE claim IS NULL AND queue = q.name AND run_at <= now()"
-    " AND attempts < max_attempts"
-    " ORDER BY priority DESC, run_at LIMIT $3::int"
-    " FOR UPDATE SKIP LOCKED) x"
-    " ORDER BY x.priority DESC, x.run_at LIMIT $3::int)"
-    " UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"
-    " attempts = i.attempts + 1"
-    " FROM c WHERE i.id = c.id"
-    " RETURNING i.id::text, i.queue, i.payload::text, i.attempts,"
-    " i.max_attempts, i.priority,"
-    " (extract(epoch FROM i.created_at) * 1000000)::int8,"
-    " (extract(epoch FROM i.claimed_at) * 1000000)::int8, i.part";
+    CLAIM_PG("claim IS NULL AND queue = q.name AND run_at <= now()"
+             " AND attempts < max_attempts");
 
 /*
  * CockroachDB claim: one UPDATE with ORDER BY/LIMIT, sent as an implicit
@@ -82,22 +85,10 @@ static const char claim_crdb[] =
   " AND attempts < max_attempts AND part >= $4::int4 AND part < $5::int4"
 
 static const char claim_parts_pg[] =
-    "WITH c AS MATERIALIZED ("
-    " SELECT x.id FROM unnest($2::text[]) AS q(name)"
-    " CROSS JOIN LATERAL (SELECT id, priority, run_at FROM onceq_items"
-    " WHERE claim IS NULL AND queue = q.name"
-    " AND run_at <= now() - $6::int8 * interval '1 millisecond'"
-    " AND attempts < max_attempts AND part >= $4::int4 AND part < $5::int4"
-    " ORDER BY priority DESC, run_at LIMIT $3::int"
-    " FOR UPDATE SKIP LOCKED) x"
-    " ORDER BY x.priority DESC, x.run_at LIMIT $3::int)"
-    " UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"
-    " attempts = i.attempts + 1"
-    " FROM c WHERE i.id = c.id"
-    " RETURNING i.id::text, i.queue, i.payload::text, i.attempts,"
-    " i.max_attempts, i.priority,"
-    " (extract(epoch FROM i.created_at) * 1000000)::int8,"
-    " (extract(epoch FROM i.claimed_at) * 1000000)::int8, i.part";
+    CLAIM_PG("claim IS NULL AND queue = q.name"
+             " AND run_at <= now() - $6::int8 * interval '1 millisecond'"
+             " AND attempts < max_attempts AND part >= $4::int4"
+             " AND part < $5::int4");
 
 /* No SKIP LOCKED (it needs v24.1.5+/v24.2.3+): within one block only its
  * owner claims, so there is nobody to skip in steady state. */
