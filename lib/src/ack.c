@@ -158,19 +158,43 @@ static char *id_array(const char *const *ids, size_t n)
   return oq__text_array(ids, n);
 }
 
+/* An id and where it stands in the caller's array. */
+typedef struct id_pos {
+  const char *id;
+  size_t i;
+} id_pos;
+
 typedef struct batch_acc {
   const char *const *ids;
   size_t n;
-  bool *flags; /* acked[] or "still ours"[] */
-  bool *seen;  /* present in the table (reconciliation only) */
+  bool *flags;   /* acked[] or "still ours"[] */
+  bool *seen;    /* present in the table (reconciliation only) */
+  id_pos *order; /* ids sorted: one lookup per returned row is a binary
+                  * search, not a scan (a batch can hold 1000s) */
 } batch_acc;
+
+static int by_id(const void *x, const void *y)
+{
+  return strcmp(((const id_pos *)x)->id, ((const id_pos *)y)->id);
+}
+
+/* Fill a->order; false on out-of-memory. */
+static bool batch_acc_index(batch_acc *a)
+{
+  a->order = malloc(a->n * sizeof *a->order);
+  if (!a->order)
+    return false;
+  for (size_t i = 0; i < a->n; i++)
+    a->order[i] = (id_pos){a->ids[i], i};
+  qsort(a->order, a->n, sizeof *a->order, by_id);
+  return true;
+}
 
 static long find_id(const batch_acc *a, const char *id)
 {
-  for (size_t i = 0; i < a->n; i++)
-    if (strcmp(a->ids[i], id) == 0)
-      return (long)i;
-  return -1;
+  id_pos key = {id, 0};
+  const id_pos *hit = bsearch(&key, a->order, a->n, sizeof *a->order, by_id);
+  return hit ? (long)hit->i : -1;
 }
 
 static oq_err mark_acked(void *ud, int ncols, const char *const *vals)
@@ -203,10 +227,15 @@ static oq_err batch_delete(oq_db *db, const oq_session *s,
   bool history = opts && opts->history;
   const char *params[3] = {arr, oq_session_id(s),
                            history ? opts->result : NULL};
-  batch_acc a = {ids, n, acked, NULL};
+  batch_acc a = {ids, n, acked, NULL, NULL};
+  if (!batch_acc_index(&a)) {
+    free(arr);
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  }
   oq__stmt st = history ? OQ__SQL_ACK_BATCH_HISTORY : OQ__SQL_ACK_BATCH;
   oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), st),
                                 history ? 3 : 2, params, mark_acked, &a, NULL);
+  free(a.order);
   free(arr);
   return e;
 }
@@ -236,10 +265,15 @@ static oq_err batch_reconcile(oq_db *db, const oq_session *s,
     goto out;
   }
   const char *params[2] = {arr, oq_session_id(s)};
-  batch_acc a = {ids, n, ours, seen};
+  batch_acc a = {ids, n, ours, seen, NULL};
+  if (!batch_acc_index(&a)) {
+    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+    goto out;
+  }
   e = oq__db_query_retry(db,
                          oq__sql(oq_db_engine(db), OQ__SQL_ITEMS_CLAIMED_BY_US),
                          2, params, mark_present, &a, NULL);
+  free(a.order);
   if (e != OQ_OK)
     goto out;
   size_t m = 0;
