@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "table.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -53,17 +54,57 @@ oq_db *cli_connect(const cli_globals *g, const char *cmd, int *rc)
   return db;
 }
 
-void cli_hide_password(char *arg)
+/* Connect, run body, report its failure in one line, close. body has the
+ * shape of an oq_tx_fn but need not open a transaction. */
+static int with_db(const cli_globals *g, const char *cmd, oq_tx_fn body,
+                   void *ud, const char *suffix)
 {
-  char masked[1024];
-  oq_conninfo_mask(arg, masked, sizeof masked);
-  size_t len = strlen(arg), mlen = strlen(masked);
-  if (strcmp(masked, arg) == 0)
-    return;
-  if (mlen <= len) {
-    memcpy(arg, masked, mlen);
-    memset(arg + mlen, ' ', len - mlen);
-  } else {
-    memset(arg, '*', len);
-  }
+  int rc = CLI_EXIT_OK;
+  oq_db *db = cli_connect(g, cmd, &rc);
+  if (!db)
+    return rc;
+  oq_err e = body(db, ud);
+  if (e != OQ_OK)
+    rc = cli_fail_db(db, e, cmd, suffix);
+  oq_db_close(db);
+  return rc;
+}
+
+typedef struct tx_call {
+  oq_tx_fn fn;
+  void *ud;
+} tx_call;
+
+static oq_err run_tx(oq_db *db, void *ud)
+{
+  tx_call *t = ud;
+  return oq_db_transact(db, t->fn, t->ud);
+}
+
+int cli_transact(const cli_globals *g, const char *cmd, oq_tx_fn fn, void *ud,
+                 const char *suffix)
+{
+  tx_call t = {fn, ud};
+  return with_db(g, cmd, run_tx, &t, suffix);
+}
+
+typedef struct query_call {
+  const char *sql;
+  int nparams;
+  const char *const *params;
+  oq_row_fn fn;
+  void *ud;
+} query_call;
+
+static oq_err run_query(oq_db *db, void *ud)
+{
+  query_call *q = ud;
+  return oq_db_query(db, q->sql, q->nparams, q->params, q->fn, q->ud);
+}
+
+int cli_query(const cli_globals *g, const char *cmd, const char *sql,
+              int nparams, const char *const *params, oq_row_fn fn, void *ud)
+{
+  query_call q = {sql, nparams, params, fn, ud};
+  return with_db(g, cmd, run_query, &q, NULL);
 }

@@ -1,7 +1,7 @@
 /*
  * cli.h: what every `onceq` command shares: the command table entry, exit
- * codes, the parsed global options, and helpers to connect and to report
- * one-line errors.
+ * codes, the parsed global options, and helpers to connect, to run one
+ * transaction or statement and to report one-line errors.
  *
  * Exit codes (DESIGN §6): 0 done; 1 runtime failure; 2 bad usage or bad
  * configuration, with one line that names the fix.
@@ -49,8 +49,18 @@ int cli_exit_for(oq_err e);
  * with *rc set. Close with oq_db_close. */
 oq_db *cli_connect(const cli_globals *g, const char *cmd, int *rc);
 
-/* Overwrite a conninfo in argv with its masked form (for `ps`). */
-void cli_hide_password(char *arg);
+/* Connect for command cmd, run fn(db, ud) in one transaction
+ * (oq_db_transact: a restart runs it again) and close. Returns CLI_EXIT_OK,
+ * or the exit code after one line on stderr ending "; <suffix>" when
+ * suffix is not NULL (cli_fail_db), e.g. "nothing cancelled". */
+int cli_transact(const cli_globals *g, const char *cmd, oq_tx_fn fn, void *ud,
+                 const char *suffix);
+
+/* Connect for command cmd, run one statement (oq_db_query: each row to fn)
+ * and close. Returns CLI_EXIT_OK, or the exit code after one line on
+ * stderr (cli_fail_db). */
+int cli_query(const cli_globals *g, const char *cmd, const char *sql,
+              int nparams, const char *const *params, oq_row_fn fn, void *ud);
 
 /* Commands (one file each: cmd_<name>.c). */
 int cmd_migrate(const cli_globals *g, int argc, char **argv);

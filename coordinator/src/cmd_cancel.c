@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "cli.h"
+#include "itemids.h"
 #include "table.h"
 
 /* Lock the live ones: an ack in flight then waits for us, and loses. */
@@ -33,16 +34,12 @@ static const char classify_sql[] =
 static const char delete_sql[] =
     "DELETE FROM onceq_items WHERE id = ANY($1::uuid[])";
 
-typedef struct found {
-  char id[40];
-  char where[16]; /* live | dead | done | unknown */
-  char claim[40]; /* the session holding a running item; "" if none */
-} found;
-
 typedef struct cancel_ctx {
   const char *ids_array; /* "{id,id,...}" */
   size_t nids;
-  found *f; /* up to nids entries, filled by each run of the transaction */
+  /* up to nids entries, filled by each run of the transaction; related:
+   * the session holding a running item */
+  cli_id_where *f;
   size_t nf, nlive;
   long deleted;
 } cancel_ctx;
@@ -52,10 +49,7 @@ static oq_err on_found(void *ud, int ncols, const char *const *v)
   cancel_ctx *c = ud;
   if (ncols < 3 || c->nf >= c->nids)
     return OQ_ERR_SQL;
-  found *f = &c->f[c->nf++];
-  snprintf(f->id, sizeof f->id, "%s", v[0] ? v[0] : "");
-  snprintf(f->where, sizeof f->where, "%s", v[1] ? v[1] : "unknown");
-  snprintf(f->claim, sizeof f->claim, "%s", v[2] ? v[2] : "");
+  cli_id_where_set(&c->f[c->nf++], v);
   return OQ_OK;
 }
 
@@ -76,7 +70,7 @@ static oq_err cancel_tx(oq_db *db, void *ud)
 }
 
 /* The entry for id (case-insensitive: the database prints lower case). */
-static const found *find(const cancel_ctx *c, const char *id)
+static const cli_id_where *find(const cancel_ctx *c, const char *id)
 {
   for (size_t k = 0; k < c->nf; k++)
     if (strcasecmp(c->f[k].id, id) == 0)
@@ -99,85 +93,55 @@ static void usage(FILE *out)
 int cmd_cancel(const cli_globals *g, int argc, char **argv)
 {
   int rc = CLI_EXIT_OK;
-  size_t n = 0;
-  char **ids = calloc((size_t)argc, sizeof *ids);
-  if (!ids)
+  cli_ids ids;
+  cancel_ctx c = {0};
+  cli_json j;
+  if (!cli_ids_init(&ids, (size_t)argc)) {
+    cli_ids_free(&ids);
     return cli_fail(CLI_EXIT_RUNTIME, "cancel", "out of memory");
+  }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
-      free(ids);
-      return CLI_EXIT_OK;
+      goto out;
     }
-    if (argv[i][0] == '-') {
-      free(ids);
-      return cli_usage_error("cancel", "unknown option %s", argv[i]);
-    }
-    if (!cli_is_uuid(argv[i])) {
-      free(ids);
-      return cli_fail(CLI_EXIT_USAGE, "cancel",
-                      "no item %s: an item id is a UUID like "
-                      "0b5e2a4c-93f1-4c6e-9a51-2d8f3c7a1e60; nothing cancelled",
-                      argv[i]);
-    }
-    bool dup = false;
-    for (size_t k = 0; k < n; k++)
-      if (strcasecmp(ids[k], argv[i]) == 0)
-        dup = true;
-    if (!dup)
-      ids[n++] = argv[i];
+    rc = cli_ids_add(&ids, "cancel", argv[i], "nothing cancelled");
+    if (rc != CLI_EXIT_OK)
+      goto out;
   }
+  size_t n = ids.n;
   if (n == 0) {
-    free(ids);
-    return cli_usage_error("cancel", "give the ID of each item to cancel");
+    rc = cli_usage_error("cancel", "give the ID of each item to cancel");
+    goto out;
   }
 
-  /* "{id,id}": UUIDs need no quoting in an array literal. */
-  char *arr = malloc(n * 37 + 3);
-  cancel_ctx c = {.nids = n, .f = calloc(n, sizeof(found))};
-  oq_db *db = NULL;
-  cli_json j;
-  if (!arr || !c.f) {
+  c.ids_array = cli_ids_array(&ids);
+  c.nids = n;
+  c.f = calloc(n, sizeof *c.f);
+  if (!c.ids_array || !c.f) {
     rc = cli_fail(CLI_EXIT_RUNTIME, "cancel", "out of memory");
     goto out;
   }
-  size_t off = 0;
-  arr[off++] = '{';
-  for (size_t k = 0; k < n; k++) {
-    if (k)
-      arr[off++] = ',';
-    memcpy(arr + off, ids[k], 36);
-    off += 36;
-  }
-  arr[off++] = '}';
-  arr[off] = '\0';
-  c.ids_array = arr;
-
-  db = cli_connect(g, "cancel", &rc);
-  if (!db)
+  rc = cli_transact(g, "cancel", cancel_tx, &c, "nothing cancelled");
+  if (rc != CLI_EXIT_OK)
     goto out;
-  oq_err e = oq_db_transact(db, cancel_tx, &c);
-  if (e != OQ_OK) {
-    rc = cli_fail_db(db, e, "cancel", "nothing cancelled");
-    goto out;
-  }
   if (c.nlive < n) { /* one line per id that is not live */
     for (size_t k = 0; k < n; k++) {
-      const found *f = find(&c, ids[k]);
+      const cli_id_where *f = find(&c, ids.v[k]);
       const char *where = f ? f->where : "unknown";
       if (strcmp(where, "dead") == 0)
         fprintf(stderr,
                 "onceq: cancel: %s is dead, not live (`onceq retry` runs it "
                 "again); nothing cancelled\n",
-                ids[k]);
+                ids.v[k]);
       else if (strcmp(where, "done") == 0)
         fprintf(stderr,
                 "onceq: cancel: %s was already acknowledged; nothing "
                 "cancelled\n",
-                ids[k]);
+                ids.v[k]);
       else if (strcmp(where, "live") != 0)
         fprintf(stderr, "onceq: cancel: no item %s; nothing cancelled\n",
-                ids[k]);
+                ids.v[k]);
     }
     rc = CLI_EXIT_USAGE;
     goto out;
@@ -190,17 +154,17 @@ int cmd_cancel(const cli_globals *g, int argc, char **argv)
   }
   long running = 0;
   for (size_t k = 0; k < n; k++) {
-    const found *f = find(&c, ids[k]);
-    const char *claim = f && f->claim[0] ? f->claim : NULL;
+    const cli_id_where *f = find(&c, ids.v[k]);
+    const char *claim = f && f->related[0] ? f->related : NULL;
     running += claim != NULL;
     if (g->json) {
       cli_json_obj(&j, NULL);
-      cli_json_str(&j, "id", f ? f->id : ids[k]);
+      cli_json_str(&j, "id", f ? f->id : ids.v[k]);
       cli_json_bool(&j, "was_running", claim != NULL);
       cli_json_str(&j, "session", claim);
       cli_json_end(&j);
     } else {
-      printf("cancelled %s%s\n", f ? f->id : ids[k],
+      printf("cancelled %s%s\n", f ? f->id : ids.v[k],
              claim ? " (was running)" : "");
     }
   }
@@ -217,9 +181,7 @@ int cmd_cancel(const cli_globals *g, int argc, char **argv)
     printf("%ld item%s cancelled\n", c.deleted, c.deleted == 1 ? "" : "s");
   }
 out:
-  oq_db_close(db);
   free(c.f);
-  free(arr);
-  free(ids);
+  cli_ids_free(&ids);
   return rc;
 }

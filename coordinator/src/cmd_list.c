@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "listing.h"
 #include "table.h"
 
 #define DEFAULT_LIMIT 50
@@ -87,13 +88,25 @@ enum {
   C_NCOLS
 };
 
+/* The table's columns; with --state dead the last one is the error. */
+static const cli_listing_col item_cols[] = {
+    {"ID", 0},
+    {"QUEUE", CLI_COL_FLEX},
+    {"STATE", 0},
+    {"ATT", CLI_COL_RIGHT},
+    {"PAYLOAD", CLI_COL_FLEX},
+    {NULL, 0},
+};
+static const cli_listing_col dead_cols[] = {
+    {"ID", 0},   {"QUEUE", CLI_COL_FLEX},      {"ATT", CLI_COL_RIGHT},
+    {"DIED", 0}, {"LAST ERROR", CLI_COL_FLEX}, {NULL, 0},
+};
+
 typedef struct list_ctx {
-  bool json;
   long limit;
-  long n;         /* rows seen (up to limit + 1) */
-  bool dead_only; /* --state dead: the last column is the error */
-  cli_table *t;   /* human output */
-  cli_json j;     /* --json output, inside the "items" array */
+  long n;          /* rows seen (up to limit + 1) */
+  bool dead_only;  /* --state dead: the last column is the error */
+  cli_listing out; /* --json: inside the "items" array */
 } list_ctx;
 
 static void usage(FILE *out)
@@ -118,8 +131,8 @@ static oq_err on_row(void *ud, int ncols, const char *const *v)
     return OQ_ERR_SQL;
   if (++c->n > c->limit)
     return OQ_OK; /* the extra row only says "more" */
-  if (c->json) {
-    cli_json *j = &c->j;
+  if (c->out.json) {
+    cli_json *j = &c->out.j;
     cli_json_obj(j, NULL);
     cli_json_str(j, "id", v[C_ID]);
     cli_json_str(j, "queue", v[C_QUEUE]);
@@ -138,18 +151,19 @@ static oq_err on_row(void *ud, int ncols, const char *const *v)
     cli_json_end(j);
     return OQ_OK;
   }
-  cli_table_cell(c->t, v[C_ID]);
-  cli_table_cell(c->t, v[C_QUEUE]);
+  cli_table_cell(c->out.t, v[C_ID]);
+  cli_table_cell(c->out.t, v[C_QUEUE]);
   if (c->dead_only) {
     char ago[24];
-    cli_table_cellf(c->t, "%s/%s", v[C_ATT], v[C_MAXATT]);
-    cli_table_cell(c->t, cli_fmt_ago(cli_num(v[C_NOW]) - cli_num(v[C_DIED_AT]),
-                                     ago, sizeof ago));
-    cli_table_cell(c->t, v[C_ERR]);
+    cli_table_cellf(c->out.t, "%s/%s", v[C_ATT], v[C_MAXATT]);
+    cli_table_cell(c->out.t,
+                   cli_fmt_ago(cli_num(v[C_NOW]) - cli_num(v[C_DIED_AT]), ago,
+                               sizeof ago));
+    cli_table_cell(c->out.t, v[C_ERR]);
   } else {
-    cli_table_cell(c->t, v[C_STATE]);
-    cli_table_cellf(c->t, "%s/%s", v[C_ATT], v[C_MAXATT]);
-    cli_table_cell(c->t, v[C_PAYLOAD]);
+    cli_table_cell(c->out.t, v[C_STATE]);
+    cli_table_cellf(c->out.t, "%s/%s", v[C_ATT], v[C_MAXATT]);
+    cli_table_cell(c->out.t, v[C_PAYLOAD]);
   }
   return OQ_OK;
 }
@@ -200,62 +214,29 @@ int cmd_list(const cli_globals *g, int argc, char **argv)
   }
   snprintf(sql + off, sizeof sql - off, ") u ORDER BY k, a, b LIMIT $2::int");
 
-  int rc = CLI_EXIT_OK;
-  list_ctx c = {.json = g->json, .limit = (long)limit, .dead_only = state == 3};
-  oq_db *db = cli_connect(g, "list", &rc);
-  if (!db)
-    return rc;
+  list_ctx c = {.limit = (long)limit, .dead_only = state == 3};
   char lim[24];
   snprintf(lim, sizeof lim, "%lld", limit + 1);
   const char *params[2] = {queue, lim};
-  char *jbuf = NULL; /* --json: the document, printed only when complete */
-  size_t jlen = 0;
-  FILE *jf = NULL;
-  if (c.json) {
-    jf = open_memstream(&jbuf, &jlen);
-    if (!jf) {
-      rc = cli_fail(CLI_EXIT_RUNTIME, "list", "out of memory");
-      goto out;
-    }
-    cli_json_init(&c.j, jf);
-    cli_json_obj(&c.j, NULL);
-    cli_json_arr(&c.j, "items");
-  } else {
-    c.t = cli_table_new();
-    cli_table_col(c.t, "ID", 0);
-    cli_table_col(c.t, "QUEUE", CLI_COL_FLEX);
-    if (c.dead_only) {
-      cli_table_col(c.t, "ATT", CLI_COL_RIGHT);
-      cli_table_col(c.t, "DIED", 0);
-      cli_table_col(c.t, "LAST ERROR", CLI_COL_FLEX);
-    } else {
-      cli_table_col(c.t, "STATE", 0);
-      cli_table_col(c.t, "ATT", CLI_COL_RIGHT);
-      cli_table_col(c.t, "PAYLOAD", CLI_COL_FLEX);
-    }
-  }
-  oq_err e = oq_db_query(db, sql, 2, params, on_row, &c);
-  if (e != OQ_OK) {
-    rc = cli_fail_db(db, e, "list", NULL);
+  int rc = cli_listing_open(&c.out, g->json, "items",
+                            c.dead_only ? dead_cols : item_cols, "list");
+  if (rc == CLI_EXIT_OK)
+    rc = cli_query(g, "list", sql, 2, params, on_row, &c);
+  if (rc != CLI_EXIT_OK)
     goto out;
-  }
   bool more = c.n > c.limit;
-  if (c.json) {
-    cli_json_end(&c.j); /* items */
-    cli_json_bool(&c.j, "more", more);
-    cli_json_end(&c.j);
-    fclose(jf);
-    jf = NULL;
-    fwrite(jbuf, 1, jlen, stdout);
+  if (c.out.json) {
+    cli_listing_end_rows(&c.out);
+    cli_json_bool(&c.out.j, "more", more);
+    rc = cli_listing_print(&c.out, stdout, "list");
   } else if (c.n == 0) {
     printf("no items%s%s%s%s\n", state >= 0 ? " " : "",
            state >= 0 ? state_names[state] : "", queue ? " in queue " : "",
            queue ? queue : "");
   } else {
-    if (cli_table_print(c.t, stdout, 0) != 0) {
-      rc = cli_fail(CLI_EXIT_RUNTIME, "list", "out of memory");
+    rc = cli_listing_print(&c.out, stdout, "list");
+    if (rc != CLI_EXIT_OK)
       goto out;
-    }
     fflush(stdout); /* the note comes after the table, on a terminal too */
     if (more)
       fprintf(stderr,
@@ -264,10 +245,6 @@ int cmd_list(const cli_globals *g, int argc, char **argv)
               c.limit, c.limit);
   }
 out:
-  if (jf)
-    fclose(jf);
-  free(jbuf);
-  cli_table_free(c.t);
-  oq_db_close(db);
+  cli_listing_free(&c.out);
   return rc;
 }

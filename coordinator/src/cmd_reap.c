@@ -112,16 +112,10 @@ int cmd_reap(const cli_globals *g, int argc, char **argv)
     }
     return cli_usage_error("reap", "unknown argument %s", argv[i]);
   }
-  int rc = CLI_EXIT_OK;
-  oq_db *db = cli_connect(g, "reap", &rc);
-  if (!db)
-    return rc;
   reap_ctx c = {0};
-  oq_err e = oq_db_transact(db, reap_tx, &c);
-  if (e != OQ_OK) {
-    rc = cli_fail_db(db, e, "reap", NULL);
+  int rc = cli_transact(g, "reap", reap_tx, &c, NULL);
+  if (rc != CLI_EXIT_OK)
     goto out;
-  }
   long released = 0;
   for (size_t k = 0; k < c.n; k++)
     released += c.r[k].claims;
@@ -182,6 +176,5 @@ int cmd_reap(const cli_globals *g, int argc, char **argv)
 out:
   reset(&c);
   free(c.r);
-  oq_db_close(db);
   return rc;
 }

@@ -14,9 +14,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cli.h"
+#include "itemids.h"
 #include "table.h"
 
 #define MOVE_TAIL                                                              \
@@ -54,10 +54,8 @@ static const char lock_ids_sql[] =
     "SELECT id FROM onceq_dead WHERE id = ANY($1::uuid[]) FOR UPDATE";
 
 typedef struct check {
-  char id[40];
-  char where[16];  /* dead | live | done | unknown */
-  char holder[40]; /* live item holding this dead item's unique key */
-  char *key;       /* the unique key (owned), NULL if none */
+  cli_id_where w; /* related: the live item holding the unique key */
+  char *key;      /* the unique key (owned), NULL if none */
 } check;
 
 typedef struct retry_ctx {
@@ -92,13 +90,11 @@ static oq_err on_check(void *ud, int ncols, const char *const *v)
   if (ncols < 4 || c->nchk >= c->nids)
     return OQ_ERR_SQL;
   check *k = &c->chk[c->nchk++];
-  snprintf(k->id, sizeof k->id, "%s", v[0] ? v[0] : "");
-  snprintf(k->where, sizeof k->where, "%s", v[1] ? v[1] : "unknown");
-  snprintf(k->holder, sizeof k->holder, "%s", v[2] ? v[2] : "");
+  cli_id_where_set(&k->w, v);
   k->key = v[3] ? strdup(v[3]) : NULL;
   if (v[3] && !k->key)
     return OQ_ERR_NOMEM;
-  if (strcmp(k->where, "dead") != 0 || k->holder[0])
+  if (strcmp(k->w.where, "dead") != 0 || k->w.related[0])
     c->blocked = true;
   return OQ_OK;
 }
@@ -171,13 +167,12 @@ int cmd_retry(const cli_globals *g, int argc, char **argv)
   bool all = false;
   const char *queue = NULL, *val = NULL;
   int rc = CLI_EXIT_OK;
-  size_t n = 0;
-  char **ids = calloc((size_t)argc, sizeof *ids);
-  char *arr = NULL;
-  oq_db *db = NULL;
+  cli_ids ids;
   retry_ctx c = {0};
-  if (!ids)
+  if (!cli_ids_init(&ids, (size_t)argc)) {
+    cli_ids_free(&ids);
     return cli_fail(CLI_EXIT_RUNTIME, "retry", "out of memory");
+  }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
@@ -190,24 +185,13 @@ int cmd_retry(const cli_globals *g, int argc, char **argv)
         goto out;
       }
       queue = val;
-    } else if (argv[i][0] == '-') {
-      rc = cli_usage_error("retry", "unknown option %s", argv[i]);
-      goto out;
-    } else if (!cli_is_uuid(argv[i])) {
-      rc = cli_fail(CLI_EXIT_USAGE, "retry",
-                    "no item %s: an item id is a UUID like "
-                    "0b5e2a4c-93f1-4c6e-9a51-2d8f3c7a1e60; nothing retried",
-                    argv[i]);
-      goto out;
     } else {
-      bool dup = false;
-      for (size_t k = 0; k < n; k++)
-        if (strcasecmp(ids[k], argv[i]) == 0)
-          dup = true;
-      if (!dup)
-        ids[n++] = argv[i];
+      rc = cli_ids_add(&ids, "retry", argv[i], "nothing retried");
+      if (rc != CLI_EXIT_OK)
+        goto out;
     }
   }
+  size_t n = ids.n;
   if (all && n > 0) {
     rc = cli_usage_error("retry", "give IDs or --all-dead, not both");
     goto out;
@@ -221,53 +205,38 @@ int cmd_retry(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (n > 0) {
-    arr = malloc(n * 37 + 3);
+    c.ids_array = cli_ids_array(&ids);
     c.chk = calloc(n, sizeof *c.chk);
-    if (!arr || !c.chk) {
+    if (!c.ids_array || !c.chk) {
       rc = cli_fail(CLI_EXIT_RUNTIME, "retry", "out of memory");
       goto out;
     }
-    size_t off = 0;
-    arr[off++] = '{';
-    for (size_t k = 0; k < n; k++) {
-      if (k)
-        arr[off++] = ',';
-      memcpy(arr + off, ids[k], 36);
-      off += 36;
-    }
-    arr[off++] = '}';
-    arr[off] = '\0';
-    c.ids_array = arr;
     c.nids = n;
   }
   c.queue = queue;
 
-  db = cli_connect(g, "retry", &rc);
-  if (!db)
+  rc = cli_transact(g, "retry", retry_tx, &c, "nothing retried");
+  if (rc != CLI_EXIT_OK)
     goto out;
-  oq_err e = oq_db_transact(db, retry_tx, &c);
-  if (e != OQ_OK) {
-    rc = cli_fail_db(db, e, "retry", "nothing retried");
-    goto out;
-  }
   if (c.blocked) { /* one line per id that cannot move */
     for (size_t k = 0; k < c.nchk; k++) {
       const check *x = &c.chk[k];
-      if (strcmp(x->where, "live") == 0)
+      const cli_id_where *w = &x->w;
+      if (strcmp(w->where, "live") == 0)
         fprintf(stderr, "onceq: retry: %s is live, not dead; nothing retried\n",
-                x->id);
-      else if (strcmp(x->where, "done") == 0)
+                w->id);
+      else if (strcmp(w->where, "done") == 0)
         fprintf(stderr,
                 "onceq: retry: %s was acknowledged, not dead; nothing "
                 "retried\n",
-                x->id);
-      else if (strcmp(x->where, "unknown") == 0)
-        fprintf(stderr, "onceq: retry: no item %s; nothing retried\n", x->id);
-      else if (x->holder[0])
+                w->id);
+      else if (strcmp(w->where, "unknown") == 0)
+        fprintf(stderr, "onceq: retry: no item %s; nothing retried\n", w->id);
+      else if (w->related[0])
         fprintf(stderr,
                 "onceq: retry: %s: live item %s holds its unique key \"%s\" "
                 "(cancel that one first); nothing retried\n",
-                x->id, x->holder, x->key ? x->key : "");
+                w->id, w->related, x->key ? x->key : "");
     }
     rc = CLI_EXIT_USAGE;
     goto out;
@@ -297,11 +266,9 @@ int cmd_retry(const cli_globals *g, int argc, char **argv)
             "key\n",
             c.kept, c.kept == 1 ? "" : "s", c.kept == 1 ? "its" : "their");
 out:
-  oq_db_close(db);
   reset(&c);
   free(c.moved);
   free(c.chk);
-  free(arr);
-  free(ids);
+  cli_ids_free(&ids);
   return rc;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "listing.h"
 #include "table.h"
 
 static const char sessions_sql[] =
@@ -42,10 +43,20 @@ enum {
   C_NCOLS
 };
 
+static const cli_listing_col cols[] = {
+    {"SESSION", 0},
+    {"HOST", CLI_COL_FLEX},
+    {"PID", CLI_COL_RIGHT},
+    {"AGE", CLI_COL_RIGHT},
+    {"HEARTBEAT", CLI_COL_RIGHT},
+    {"EXPIRY", CLI_COL_RIGHT},
+    {"STATE", 0},
+    {"CLAIMS", CLI_COL_RIGHT},
+    {NULL, 0},
+};
+
 typedef struct sessions_ctx {
-  bool json;
-  cli_table *t;
-  cli_json j;
+  cli_listing out; /* --json: inside the "sessions" array */
   long n, claims;
 } sessions_ctx;
 
@@ -57,8 +68,8 @@ static oq_err on_row(void *ud, int ncols, const char *const *v)
   c->n++;
   c->claims += v[C_CLAIMS] ? strtol(v[C_CLAIMS], NULL, 10) : 0;
   bool expired = v[C_EXPIRED] && v[C_EXPIRED][0] == 't';
-  if (c->json) {
-    cli_json *j = &c->j;
+  if (c->out.json) {
+    cli_json *j = &c->out.j;
     cli_json_obj(j, NULL);
     cli_json_str(j, "id", v[C_ID]);
     cli_json_str(j, "host", v[C_HOST]);
@@ -77,14 +88,15 @@ static oq_err on_row(void *ud, int ncols, const char *const *v)
   }
   char age[16], beat[24], exp[16], id8[9];
   snprintf(id8, sizeof id8, "%.8s", v[C_ID] ? v[C_ID] : "");
-  cli_table_cell(c->t, id8);
-  cli_table_cell(c->t, v[C_HOST] && *v[C_HOST] ? v[C_HOST] : "-");
-  cli_table_cell(c->t, v[C_PID]);
-  cli_table_cell(c->t, cli_fmt_dur(cli_num(v[C_AGE]), age, sizeof age));
-  cli_table_cell(c->t, cli_fmt_ago(cli_num(v[C_BEAT_AGO]), beat, sizeof beat));
-  cli_table_cell(c->t, cli_fmt_dur(cli_num(v[C_EXPIRY]), exp, sizeof exp));
-  cli_table_cell(c->t, expired ? "expired" : "live");
-  cli_table_cell(c->t, v[C_CLAIMS]);
+  cli_table_cell(c->out.t, id8);
+  cli_table_cell(c->out.t, v[C_HOST] && *v[C_HOST] ? v[C_HOST] : "-");
+  cli_table_cell(c->out.t, v[C_PID]);
+  cli_table_cell(c->out.t, cli_fmt_dur(cli_num(v[C_AGE]), age, sizeof age));
+  cli_table_cell(c->out.t,
+                 cli_fmt_ago(cli_num(v[C_BEAT_AGO]), beat, sizeof beat));
+  cli_table_cell(c->out.t, cli_fmt_dur(cli_num(v[C_EXPIRY]), exp, sizeof exp));
+  cli_table_cell(c->out.t, expired ? "expired" : "live");
+  cli_table_cell(c->out.t, v[C_CLAIMS]);
   return OQ_OK;
 }
 
@@ -108,58 +120,24 @@ int cmd_sessions(const cli_globals *g, int argc, char **argv)
     }
     return cli_usage_error("sessions", "unknown argument %s", argv[i]);
   }
-  int rc = CLI_EXIT_OK;
-  oq_db *db = cli_connect(g, "sessions", &rc);
-  if (!db)
-    return rc;
-  sessions_ctx c = {.json = g->json};
-  char *jbuf = NULL;
-  size_t jlen = 0;
-  FILE *jf = NULL;
-  if (c.json) {
-    jf = open_memstream(&jbuf, &jlen);
-    if (!jf) {
-      rc = cli_fail(CLI_EXIT_RUNTIME, "sessions", "out of memory");
-      goto out;
-    }
-    cli_json_init(&c.j, jf);
-    cli_json_obj(&c.j, NULL);
-    cli_json_arr(&c.j, "sessions");
-  } else {
-    c.t = cli_table_new();
-    cli_table_col(c.t, "SESSION", 0);
-    cli_table_col(c.t, "HOST", CLI_COL_FLEX);
-    cli_table_col(c.t, "PID", CLI_COL_RIGHT);
-    cli_table_col(c.t, "AGE", CLI_COL_RIGHT);
-    cli_table_col(c.t, "HEARTBEAT", CLI_COL_RIGHT);
-    cli_table_col(c.t, "EXPIRY", CLI_COL_RIGHT);
-    cli_table_col(c.t, "STATE", 0);
-    cli_table_col(c.t, "CLAIMS", CLI_COL_RIGHT);
-  }
-  oq_err e = oq_db_query(db, sessions_sql, 0, NULL, on_row, &c);
-  if (e != OQ_OK) {
-    rc = cli_fail_db(db, e, "sessions", NULL);
+  sessions_ctx c = {0};
+  int rc = cli_listing_open(&c.out, g->json, "sessions", cols, "sessions");
+  if (rc == CLI_EXIT_OK)
+    rc = cli_query(g, "sessions", sessions_sql, 0, NULL, on_row, &c);
+  if (rc != CLI_EXIT_OK)
     goto out;
-  }
-  if (c.json) {
-    cli_json_end(&c.j);
-    cli_json_end(&c.j);
-    fclose(jf);
-    jf = NULL;
-    fwrite(jbuf, 1, jlen, stdout);
+  if (c.out.json) {
+    cli_listing_end_rows(&c.out);
+    rc = cli_listing_print(&c.out, stdout, "sessions");
   } else if (c.n == 0) {
     printf("no sessions (no worker is running)\n");
-  } else if (cli_table_print(c.t, stdout, 0) != 0) {
-    rc = cli_fail(CLI_EXIT_RUNTIME, "sessions", "out of memory");
   } else {
-    printf("%ld session%s, %ld claimed item%s\n", c.n, c.n == 1 ? "" : "s",
-           c.claims, c.claims == 1 ? "" : "s");
+    rc = cli_listing_print(&c.out, stdout, "sessions");
+    if (rc == CLI_EXIT_OK)
+      printf("%ld session%s, %ld claimed item%s\n", c.n, c.n == 1 ? "" : "s",
+             c.claims, c.claims == 1 ? "" : "s");
   }
 out:
-  if (jf)
-    fclose(jf);
-  free(jbuf);
-  cli_table_free(c.t);
-  oq_db_close(db);
+  cli_listing_free(&c.out);
   return rc;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "itemids.h"
 #include "table.h"
 
 static const char show_sql[] =
@@ -228,22 +229,14 @@ int cmd_show(const cli_globals *g, int argc, char **argv)
   }
   if (!id)
     return cli_usage_error("show", "give the item ID to show");
-  if (!cli_is_uuid(id))
-    return cli_fail(CLI_EXIT_USAGE, "show",
-                    "no item %s: an item id is a UUID like "
-                    "0b5e2a4c-93f1-4c6e-9a51-2d8f3c7a1e60",
-                    id);
-  int rc = CLI_EXIT_OK;
-  oq_db *db = cli_connect(g, "show", &rc);
-  if (!db)
+  int rc = cli_id_check("show", id, NULL);
+  if (rc != CLI_EXIT_OK)
     return rc;
   show_ctx c = {0};
   const char *params[1] = {id};
-  oq_err e = oq_db_query(db, show_sql, 1, params, on_row, &c);
-  if (e != OQ_OK) {
-    rc = cli_fail_db(db, e, "show", NULL);
+  rc = cli_query(g, "show", show_sql, 1, params, on_row, &c);
+  if (rc != CLI_EXIT_OK)
     goto out;
-  }
   if (c.rank == 0) {
     rc = cli_fail(CLI_EXIT_USAGE, "show",
                   "no item %s (not live, not dead, not in the done history)",
@@ -257,6 +250,5 @@ int cmd_show(const cli_globals *g, int argc, char **argv)
 out:
   for (int i = 0; i < C_NCOLS; i++)
     free(c.row[i]);
-  oq_db_close(db);
   return rc;
 }

@@ -57,11 +57,11 @@ int main(int argc, char **argv)
       }
       free(db_copy);
       db_copy = strdup(argv[++i]);
-      cli_hide_password(argv[i]);
+      oq_conninfo_mask_in_place(argv[i]);
     } else if (strncmp(a, "--db=", 5) == 0) {
       free(db_copy);
       db_copy = strdup(a + 5);
-      cli_hide_password(a + 5);
+      oq_conninfo_mask_in_place(a + 5);
     } else if (strcmp(a, "--json") == 0) {
       g.json = true;
     } else if (nrest == 0 &&

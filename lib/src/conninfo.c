@@ -198,3 +198,18 @@ int oq__int(const char *text)
     return 0;
   return (int)v;
 }
+
+void oq_conninfo_mask_in_place(char *arg)
+{
+  char masked[1024];
+  oq_conninfo_mask(arg, masked, sizeof masked);
+  size_t len = strlen(arg), mlen = strlen(masked);
+  if (strcmp(masked, arg) == 0)
+    return;
+  if (mlen <= len) {
+    memcpy(arg, masked, mlen);
+    memset(arg + mlen, ' ', len - mlen);
+  } else {
+    memset(arg, '*', len);
+  }
+}

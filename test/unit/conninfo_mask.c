@@ -2,7 +2,8 @@
  * conninfo_mask.c (unit): oq_conninfo_mask hides every password libpq
  * would read (key=value, quoted values, URL userinfo, URL query
  * parameters), leaves conninfo without a password byte-for-byte unchanged,
- * and never overruns or leaks through truncation.
+ * and never overruns or leaks through truncation; the in-place form (for
+ * argv) keeps the length.
  */
 #include "oq_test.h"
 
@@ -143,12 +144,37 @@ static void test_truncation(void)
   ASSERT_NOT_CONTAINS(buf, "abc");
 }
 
+/* In place (argv): same length, password gone, no password untouched. */
+static void test_in_place(void)
+{
+  char kv[] = "host=h password=SeCrEt dbname=d";
+  oq_conninfo_mask_in_place(kv);
+  ASSERT_EQ(strlen(kv), strlen("host=h password=SeCrEt dbname=d"));
+  ASSERT_NOT_CONTAINS(kv, "SeCrEt");
+  ASSERT_CONTAINS(kv, "host=h password=*** dbname=d");
+
+  char url[] = "postgresql://u:SeCrEt@h/d";
+  oq_conninfo_mask_in_place(url);
+  ASSERT_EQ(strlen(url), strlen("postgresql://u:SeCrEt@h/d"));
+  ASSERT_NOT_CONTAINS(url, "SeCrEt");
+
+  /* the masked form is longer than the original: all '*' */
+  char tiny[] = "password=x";
+  oq_conninfo_mask_in_place(tiny);
+  ASSERT_STREQ(tiny, "**********");
+
+  char plain[] = "host=h dbname=d";
+  oq_conninfo_mask_in_place(plain);
+  ASSERT_STREQ(plain, "host=h dbname=d");
+}
+
 int main(void)
 {
   test_keyvalue();
   test_url();
   test_unchanged();
   test_truncation();
+  test_in_place();
   printf("PASS unit_conninfo_mask\n");
   return 0;
 }

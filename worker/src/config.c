@@ -96,22 +96,6 @@ static int bad(char *err, size_t errlen, const char *fmt, const char *a,
   return -1;
 }
 
-/* Overwrite a conninfo in argv with its masked form (see coordinator). */
-static void hide_password(char *arg)
-{
-  char masked[1024];
-  oq_conninfo_mask(arg, masked, sizeof masked);
-  size_t len = strlen(arg), mlen = strlen(masked);
-  if (strcmp(masked, arg) == 0)
-    return;
-  if (mlen <= len) {
-    memcpy(arg, masked, mlen);
-    memset(arg + mlen, ' ', len - mlen);
-  } else {
-    memset(arg, '*', len);
-  }
-}
-
 static int set_handler(wk_config *cfg, wk_handler_kind k, const char *flag,
                        char *err, size_t errlen)
 {
@@ -194,7 +178,7 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     if (strcmp(a, "--db") == 0) {
       free(cfg->db);
       cfg->db = strdup(val);
-      hide_password(argv[i + 1]);
+      oq_conninfo_mask_in_place(argv[i + 1]);
     } else if (strcmp(a, "--queue") == 0) {
       if (cfg->nqueues >= WK_MAX_QUEUES)
         return bad(err, errlen, "too many --queue flags (max 64)%s%s", "",

@@ -134,6 +134,11 @@ const char *oq_conninfo_from_env(void);
 /* Copy conninfo into out with any password replaced by "***". */
 void oq_conninfo_mask(const char *conninfo, char *out, size_t outlen);
 
+/* Mask a password in a conninfo in place, keeping its length (padded with
+ * spaces, or all '*' if the masked form is longer), so a process's argv
+ * (ps, /proc/PID/cmdline) does not show it. */
+void oq_conninfo_mask_in_place(char *conninfo);
+
 #ifdef __cplusplus
 }
 #endif
