@@ -134,7 +134,6 @@ T_START=$(now_ms)
 # shellcheck source=lib/pglocal.sh
 . "$ROOT/deploy/lib/pglocal.sh"
 alive() { pgl_alive "$@"; }
-is_postgres() { pgl_is_postgres "$@"; }
 # is_comm PID NAME...: alive and named NAME (what a pid file promises).
 is_comm() {
   local pid=$1 c n
@@ -197,7 +196,7 @@ postmaster_pid() { pgl_postmaster_pid "$PG_DATA"; }
 server_running() {
   local pid port
   pid=$(postmaster_pid 2>/dev/null) || return 1
-  is_postgres "$pid" || return 1
+  pgl_serves "$pid" "$PG_DATA" || return 1 # not a stale pid file
   port=$(sed -n 4p "$PG_DATA/postmaster.pid" 2>/dev/null)
   [ -n "$port" ] || return 1
   PORT=$port
@@ -260,18 +259,14 @@ stop_server() {
   local pid recorded
   pid=$(postmaster_pid 2>/dev/null || true)
   recorded=$(cat "$STATE/postgres.pid" 2>/dev/null || true)
-  if ! is_postgres "$pid" && ! is_postgres "$recorded"; then
+  if ! pgl_serves "$pid" "$PG_DATA" && ! pgl_serves "$recorded" "$PG_DATA"; then
     say "PostgreSQL: not running"
     rm -f "$STATE/postgres.pid"
     return 0
   fi
   [ -n "$pid" ] || pid=$recorded
-  if [ -d "$PG_HOME" ]; then
-    PGL_HOME=$PG_HOME PGL_OSUSER=$PG_OSUSER pgl_stop "$PG_DATA" "$pid" "$recorded"
-  else
-    PGL_HOME=/ PGL_OSUSER=$PG_OSUSER pgl_stop "" "$pid" "$recorded"
-  fi
-  is_postgres "$pid" && die "could not stop PostgreSQL (pid $pid)"
+  PGL_HOME=$PG_HOME PGL_OSUSER=$PG_OSUSER pgl_stop "$PG_DATA" "$pid" "$recorded"
+  pgl_serves "$pid" "$PG_DATA" && die "could not stop PostgreSQL (pid $pid)"
   rm -f "$STATE/postgres.pid"
   say "stopped PostgreSQL (pid $pid); its data stays in $PG_DATA"
 }

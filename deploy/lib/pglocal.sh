@@ -17,10 +17,10 @@
 # pgl_as_pg CMD...: run CMD as the server's OS user, from PGL_HOME, without
 # the callers' lock fds (8, 9), so a server never holds a caller's lock.
 pgl_as_pg() {
-  if [ -n "$PGL_OSUSER" ]; then
-    (cd "$PGL_HOME" && runuser -u "$PGL_OSUSER" -- "$@" 8>&- 9>&-)
+  if [ -n "${PGL_OSUSER:-}" ]; then
+    (cd "${PGL_HOME:?}" && runuser -u "$PGL_OSUSER" -- "$@" 8>&- 9>&-)
   else
-    (cd "$PGL_HOME" && "$@" 8>&- 9>&-)
+    (cd "${PGL_HOME:?}" && "$@" 8>&- 9>&-)
   fi
 }
 
@@ -81,9 +81,9 @@ pgl_pick_port() {
   return 1
 }
 
-# pgl_start DATA LOG [PREFERRED_PORT]: start the cluster in DATA on a free
-# port (written into its postgresql.conf, so a plain `pg_ctl start` keeps
-# it), logging to LOG. Another process can take the port between the pick
+# pgl_start DATA LOG [PREFERRED_PORT]: start the cluster in DATA (absolute
+# paths) on a free port (written into its postgresql.conf, so a plain
+# `pg_ctl start` keeps it), logging to LOG. Another process can take the port between the pick
 # and the bind; then it tries another, up to 5 times. Sets PGL_PORT and
 # PGL_PID. On failure the log's tail goes to stderr and it returns 1.
 pgl_start() {
@@ -112,31 +112,43 @@ pgl_start() {
   return 1
 }
 
+# pgl_serves PID DATA: PID is a postgres process of the cluster in DATA (a
+# postmaster and its backends run with DATA as their cwd). A pid from an
+# old pid file may now belong to another cluster, such as the system's.
+pgl_serves() {
+  local real
+  [ -n "${2:-}" ] && pgl_is_postgres "${1:-}" || return 1
+  real=$(cd "$2" 2>/dev/null && pwd -P) || return 1
+  [ "$(readlink "/proc/$1/cwd" 2>/dev/null)" = "$real" ]
+}
+
 # pgl_stop DATA PID...: stop the cluster in DATA (pg_ctl, fast mode), then
-# make sure each given PID that is still a postgres process ends: SIGQUIT
-# after 5 s, SIGKILL after 5 more. Only those pids are ever signalled.
-# (pg_ctl returns once the pid file is gone, a moment before the exit.)
+# make sure each given PID that still serves DATA ends: SIGQUIT after 5 s,
+# SIGKILL after 5 more. Only those pids are ever signalled, and only while
+# they serve DATA. (pg_ctl returns once the pid file is gone, a moment
+# before the exit.)
 pgl_stop() {
   local data=$1 p
   shift
-  if [ -n "$data" ] && [ -f "$data/postmaster.pid" ]; then
+  [ -n "$data" ] || return 0
+  if [ -f "$data/postmaster.pid" ]; then
     pgl_as_pg "$PGBIN/pg_ctl" -D "$data" -m fast -t 60 stop >/dev/null 2>&1 ||
       true
   fi
   for p in "$@"; do
     [ -n "$p" ] || continue
     for _ in $(seq 1 50); do
-      pgl_is_postgres "$p" || break
+      pgl_serves "$p" "$data" || break
       sleep 0.1
     done
-    pgl_is_postgres "$p" || continue
+    pgl_serves "$p" "$data" || continue
     echo "postmaster $p still runs; sending SIGQUIT" >&2
     kill -QUIT "$p" 2>/dev/null || true
     for _ in $(seq 1 50); do
-      pgl_is_postgres "$p" || break
+      pgl_serves "$p" "$data" || break
       sleep 0.1
     done
-    if pgl_is_postgres "$p"; then kill -KILL "$p" 2>/dev/null || true; fi
+    if pgl_serves "$p" "$data"; then kill -KILL "$p" 2>/dev/null || true; fi
   done
   return 0
 }

@@ -4,7 +4,6 @@
  * decide only where to look; the ack's claim check decides who may
  * acknowledge.
  */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +82,6 @@ static oq_err claim_stmt(oq_db *db, const oq_session *s, const char *qarr,
   return session_gone(db, s, e);
 }
 
-bool oq__claim_per_queue_force = false;
-
 /*
  * On CockroachDB a claim over several queues is one statement per queue.
  * With queue = ANY(...) over several values the UPDATE's ordered LIMIT is
@@ -100,17 +97,14 @@ bool oq__claim_per_queue_force = false;
  */
 static bool claim_per_queue(oq_db *db, size_t nqueues)
 {
-  return nqueues > 1 &&
-         (oq__claim_per_queue_force || oq_db_engine(db) == OQ_ENGINE_COCKROACH);
+  return nqueues > 1 && oq__db_per_queue_claims(db);
 }
-
-static _Atomic unsigned claim_rotation;
 
 static oq_err claim_each_queue(oq_db *db, const oq_session *s,
                                const char *const *queues, size_t nqueues,
                                claim_acc *acc)
 {
-  size_t first = atomic_fetch_add(&claim_rotation, 1u) % nqueues;
+  size_t first = oq__db_claim_turn(db) % nqueues;
   oq_err e = OQ_OK;
   for (size_t i = 0; i < nqueues && acc->n < acc->cap && e == OQ_OK; i++) {
     const char *one[1] = {queues[(first + i) % nqueues]};
@@ -127,14 +121,15 @@ static oq_err claim_each_queue(oq_db *db, const oq_session *s,
 
 /* Items claimed by an earlier statement of a multi-statement claim are ours
  * now: hand them over even when a later statement failed (its error shows
- * up again on the next call). */
+ * up again on the next call). Unless the session is gone: its reap freed
+ * those items for others, so running them would only duplicate effects. */
 static oq_err claim_finish(oq_db *db, const oq_session *s, claim_acc *acc,
                            oq_err e, oq_item **items, size_t *n)
 {
   if (acc->nomem)
     e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
-  if (e != OQ_OK && acc->n == 0) {
-    free(acc->items);
+  if (e != OQ_OK && (acc->n == 0 || e == OQ_ERR_SESSION_LOST)) {
+    oq_items_free(acc->items, acc->n);
     return e;
   }
   if (e != OQ_OK) {

@@ -27,6 +27,8 @@ struct oq_db {
   oq_retry_policy retry; /* restarts and reconnects */
   uint64_t rng;          /* xorshift state for jitter */
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
+  unsigned claim_turn;   /* per-queue claims: which queue goes first */
+  bool per_queue_claims; /* test hook: claim queue by queue on PG too */
   oq_err last;           /* last error code */
   char sqlstate[6];      /* last SQLSTATE or "" */
   char errmsg[OQ_ERRBUF_SIZE];
@@ -117,6 +119,21 @@ const oq_retry_policy *oq__db_policy(const oq_db *db)
 uint64_t *oq__db_rng(oq_db *db)
 {
   return &db->rng;
+}
+
+unsigned oq__db_claim_turn(oq_db *db)
+{
+  return db->claim_turn++;
+}
+
+bool oq__db_per_queue_claims(const oq_db *db)
+{
+  return db->per_queue_claims || db->engine == OQ_ENGINE_COCKROACH;
+}
+
+void oq__db_force_per_queue_claims(oq_db *db, bool on)
+{
+  db->per_queue_claims = on;
 }
 
 const oq_db_opts *oq__db_opts(const oq_db *db)

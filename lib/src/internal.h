@@ -107,10 +107,14 @@ char *oq__text_array(const char *const *elems, size_t n);
 
 /* ---- claim.c ------------------------------------------------------- */
 
-/* Test hook: claim queue by queue (the CockroachDB form of a multi-queue
- * claim) on PostgreSQL too, so a real server exercises that loop. Set it
- * before any thread claims. */
-extern bool oq__claim_per_queue_force;
+/* Whether a multi-queue claim on db runs one statement per queue (on
+ * CockroachDB, or when forced), and which queue goes first this time (it
+ * moves on by one per call; a db belongs to one thread). */
+bool oq__db_per_queue_claims(const oq_db *db);
+unsigned oq__db_claim_turn(oq_db *db);
+/* Test hook: claim queue by queue on PostgreSQL too, so a real server
+ * exercises that loop. */
+void oq__db_force_per_queue_claims(oq_db *db, bool on);
 
 /* ---- partition.c / claim.c: partitioned claims ------------------------ */
 

@@ -78,14 +78,23 @@ static oq_err record(oq_db *db, int version)
                     params, NULL);
 }
 
-/* A statement the schema works without. Zone settings need privileges
- * that a multi-tenant cluster (CockroachDB Cloud Basic/Standard) may refuse
- * ("unsupported with multi-tenancy"; CockroachDB docs, "CONFIGURE ZONE":
- * required privileges); failing the migration for them would leave the
- * schema unusable. */
-static bool optional_stmt(const char *stmt)
+/* A statement the schema works without (text from sql_start). Zone
+ * settings need privileges that a multi-tenant cluster (CockroachDB Cloud
+ * Basic/Standard) may refuse ("unsupported with multi-tenancy"; CockroachDB
+ * docs, "CONFIGURE ZONE": required privileges); failing the migration for
+ * them would leave the schema unusable. */
+static bool optional_stmt(const char *sql)
 {
-  return strstr(stmt, "CONFIGURE ZONE") != NULL;
+  return strncmp(sql, "ALTER TABLE ", 12) == 0 &&
+         strstr(sql, " CONFIGURE ZONE ") != NULL;
+}
+
+/* Refusals a skippable statement may meet: feature not supported (0A...),
+ * or a privilege/syntax rule (42...). Not a restart that ran out of
+ * retries, a lost connection, or anything else. */
+static bool refusal(const char *sqlstate)
+{
+  return strncmp(sqlstate, "0A", 2) == 0 || strncmp(sqlstate, "42", 2) == 0;
 }
 
 /* The statement without the comment and blank lines before it. */
@@ -105,23 +114,19 @@ static const char *sql_start(const char *stmt)
 
 /* One DDL statement as its own implicit transaction. Concurrent schema
  * changes (two `onceq migrate` at once: CockroachDB has no advisory lock)
- * can abort one with a restart error; IF NOT EXISTS makes a re-run safe. */
+ * can abort one with a restart error, retried under the db's policy; IF
+ * NOT EXISTS makes a re-run safe. */
 static oq_err run_one(oq_db *db, const char *stmt)
 {
-  oq_err e = OQ_OK;
-  for (int attempt = 1; attempt <= 8; attempt++) {
-    e = oq__db_simple(db, stmt);
-    if (e == OQ_OK || !oq__sqlstate_is_restart(oq_db_sqlstate(db)))
-      break;
-    const oq_retry_policy *p = oq__db_policy(db);
-    oq__policy_sleep(p, oq_backoff_delay_ms(p, attempt, oq__db_rng(db)));
-  }
-  if (e != OQ_OK && optional_stmt(stmt) && oq_db_connected(db)) {
+  oq_err e = oq__db_query_retry(db, stmt, 0, NULL, NULL, NULL, NULL);
+  const char *sql = sql_start(stmt);
+  if (e != OQ_OK && optional_stmt(sql) && refusal(oq_db_sqlstate(db)) &&
+      oq_db_connected(db)) {
     OQ_LOG(OQ_LOG_WARN, NULL, NULL,
            "migrate: skipped a storage setting the server refused (%s); "
            "onceq works without it, but MVCC garbage from claims and acks "
            "is kept longer. An admin can apply it later: %s",
-           oq_db_errmsg(db), sql_start(stmt));
+           oq_db_errmsg(db), sql);
     oq__db_clear(db);
     return OQ_OK;
   }

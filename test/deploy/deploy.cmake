@@ -64,3 +64,13 @@ if(TARGET onceq-worker AND TARGET onceq)
                        LABELS integration TIMEOUT 180 SKIP_RETURN_CODE 77
                        ENVIRONMENT "${_oq_deploy_env}")
 endif()
+
+# deploy/lib/pglocal.sh (quickstart, test/run.sh, benchmarks) never signals
+# a server outside the data folder it is given (LABEL integration: it needs
+# the harness server as the stand-in; plain build only, it runs no C).
+if(NOT ONCEQ_SANITIZER)
+  add_test(NAME deploy_pglocal_guard
+           COMMAND bash ${_oq_deploy_dir}/pglocal_guard.sh)
+  set_tests_properties(deploy_pglocal_guard PROPERTIES
+                       LABELS integration TIMEOUT 60 SKIP_RETURN_CODE 77)
+endif()

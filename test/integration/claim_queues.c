@@ -1,15 +1,17 @@
 /*
  * claim_queues.c: a claim over several queues, in both forms the library
  * has: one statement (PostgreSQL) and one statement per queue (what
- * CockroachDB runs; forced here with oq__claim_per_queue_force so the loop
- * runs against a real server).
+ * CockroachDB runs; forced here with oq__db_force_per_queue_claims so the
+ * loop runs against a real server).
  *
  * Checks, per form: never more than max items; every ready item of every
  * listed queue is claimed exactly once across calls, none of an unlisted
  * queue; priority orders items within a queue; a worker fenced from the
  * item (its claim gone) cannot ack it. Per-queue form only: consecutive
  * max=1 claims start at different queues, so one busy queue cannot starve
- * another.
+ * another; when a later queue's statement fails, the items of the earlier
+ * ones are handed over, unless the failure says the session is gone (then
+ * nothing is: the reap gave those items to others).
  */
 #include <stdbool.h>
 
@@ -42,7 +44,7 @@ static size_t claim(oq_db *db, const oq_session *s, const char *const *q,
 static void run_form(oq_db *db, bool per_queue)
 {
   const char *form = per_queue ? "per-queue" : "one-statement";
-  oq__claim_per_queue_force = per_queue;
+  oq__db_force_per_queue_claims(db, per_queue);
   QEXEC(db, "DELETE FROM onceq_items WHERE queue LIKE $1", "cq_%");
   oq_session *s = SEM_LONG_SESSION(db);
 
@@ -115,13 +117,70 @@ static void run_form(oq_db *db, bool per_queue)
   printf("ok %s multi-queue claim\n", form);
 }
 
+/* Per-queue form: a trigger makes the statement for cq_bad fail (a plain
+ * SQL error) and the one for cq_kill fail as a vanished session does
+ * (23503 on the claim's foreign key). Two consecutive calls start at
+ * different queues, so each order is seen once. */
+static void run_partial_failures(oq_db *db)
+{
+  oq__db_force_per_queue_claims(db, true);
+  oqt_exec(db, "CREATE FUNCTION cq_refuse() RETURNS trigger LANGUAGE plpgsql "
+               "AS $$ BEGIN IF NEW.queue = 'cq_kill' THEN RAISE EXCEPTION "
+               "'session gone' USING ERRCODE = 'foreign_key_violation'; END "
+               "IF; RAISE EXCEPTION 'refused'; END $$");
+  oqt_exec(db, "CREATE TRIGGER cq_refuse BEFORE UPDATE ON onceq_items FOR "
+               "EACH ROW WHEN (NEW.queue IN ('cq_bad', 'cq_kill') AND "
+               "NEW.claim IS NOT NULL) EXECUTE FUNCTION cq_refuse()");
+  oq_session *s = SEM_LONG_SESSION(db);
+  enqueue(db, "cq_good", 0, 2);
+  enqueue(db, "cq_bad", 0, 1);
+  enqueue(db, "cq_kill", 0, 1);
+
+  const char *gb[2] = {"cq_good", "cq_bad"};
+  int handed = 0, failed = 0;
+  for (int call = 0; call < 2; call++) {
+    oq_item *items = NULL;
+    size_t n = 0;
+    oq_err e = oq_claim(db, s, gb, 2, 5, &items, &n);
+    if (e == OQ_OK) {
+      ASSERT_EQ(n, 2); /* cq_good first: its items, then cq_bad failed */
+      for (size_t i = 0; i < n; i++)
+        ASSERT_STREQ(items[i].queue, "cq_good");
+      handed++;
+    } else {
+      ASSERT_EQ(e, OQ_ERR_SQL); /* cq_bad first: nothing claimed */
+      ASSERT_EQ(n, 0);
+      ASSERT(items == NULL);
+      failed++;
+    }
+    oq_items_free(items, n);
+  }
+  ASSERT_EQ(handed, 1);
+  ASSERT_EQ(failed, 1);
+
+  enqueue(db, "cq_good", 0, 2);
+  const char *gk[2] = {"cq_good", "cq_kill"};
+  for (int call = 0; call < 2; call++) {
+    oq_item *items = NULL;
+    size_t n = 7;
+    ASSERT_ERR(OQ_ERR_SESSION_LOST, oq_claim(db, s, gk, 2, 5, &items, &n));
+    ASSERT_EQ(n, 0); /* whatever cq_good gave is not handed over */
+    ASSERT(items == NULL);
+  }
+  oqt_exec(db, "DROP TRIGGER cq_refuse ON onceq_items");
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  oq__db_force_per_queue_claims(db, false);
+  printf("ok per-queue claim: partial failures\n");
+}
+
 int main(void)
 {
   const char *dsn = oqt_fresh_db("claim_queues", 1);
   oq_db *db = oqt_connect(dsn);
   run_form(db, false);
   run_form(db, true);
-  oq__claim_per_queue_force = false;
+  run_partial_failures(db);
   oq_db_close(db);
   return 0;
 }

@@ -4,8 +4,9 @@
  * know CONFIGURE ZONE, so it refuses that statement the way a multi-tenant
  * CockroachDB cluster refuses a zone setting: the runner must log one
  * warning naming the statement and carry on, while any other failing
- * statement stops the script with its error. Comment-only chunks are
- * skipped; a re-run of an idempotent script is a no-op.
+ * statement stops the script with its error (also one whose comment
+ * mentions CONFIGURE ZONE). A restart error (40001) is retried. Comment-
+ * only chunks are skipped; a re-run of an idempotent script is a no-op.
  */
 #include <pthread.h>
 
@@ -41,6 +42,16 @@ static const char script_bad[] =
     "CREATE TABLE IF NOT EXISTS ms_c (id INT PRIMARY KEY);\n"
     "CREATE TABLE ms_d (id INT REFERENCES no_such_table (id));\n"
     "CREATE TABLE IF NOT EXISTS ms_e (id INT PRIMARY KEY);\n";
+
+static const char script_comment[] =
+    "-- not optional, although this comment says CONFIGURE ZONE\n"
+    "CREATE TABLE ms_f (id INT REFERENCES no_such_table (id));\n";
+
+/* fails twice with 40001, then runs */
+static const char script_restart[] =
+    "DO $$ BEGIN IF nextval('ms_r') < 3 THEN RAISE EXCEPTION 'conflict' "
+    "USING ERRCODE = 'serialization_failure'; END IF; END $$;\n"
+    "CREATE TABLE IF NOT EXISTS ms_g (id INT PRIMARY KEY);\n";
 
 static long table_exists(oq_db *db, const char *name)
 {
@@ -78,6 +89,20 @@ int main(void)
   ASSERT_EQ(table_exists(db, "ms_d"), 0);
   ASSERT_EQ(table_exists(db, "ms_e"), 0);
   ASSERT_EQ(warnings, 2);
+
+  /* only the zone statement itself is optional, not one whose comment
+   * mentions it */
+  ASSERT_ERR(OQ_ERR_SQL, oq__migrate_run_statements(db, script_comment));
+  ASSERT_EQ(table_exists(db, "ms_f"), 0);
+  ASSERT_EQ(warnings, 2);
+
+  /* a restart error (40001) is retried under the db's policy */
+  oqt_exec(db, "CREATE SEQUENCE ms_r");
+  uint64_t before = oq_db_restarts(db);
+  ASSERT_OK(db, oq__migrate_run_statements(db, script_restart));
+  ASSERT_EQ(oqt_scalar(db, "SELECT last_value FROM ms_r"), 3);
+  ASSERT_EQ(oq_db_restarts(db) - before, 2);
+  ASSERT_EQ(table_exists(db, "ms_g"), 1);
 
   oq_log_set_sink(NULL, NULL, OQ_LOG_OFF);
   oq_db_close(db);

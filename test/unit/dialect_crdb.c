@@ -274,7 +274,8 @@ static char *strip_comments(const char *sql)
   return out;
 }
 
-/* Every ";" ends its line: migrate.c's run_statements() splits there. */
+/* Every ";" ends its line: migrate.c's oq__migrate_run_statements() splits
+ * there. */
 static void assert_statements_end_lines(const char *sql)
 {
   for (const char *p = strchr(sql, ';'); p; p = strchr(p + 1, ';'))

@@ -123,4 +123,6 @@ it_check "items left" "$(it_sql 'SELECT count(*) FROM onceq_items')" 0
 it_check "dead after restarts" "$(it_sql 'SELECT count(*) FROM onceq_dead')" 1
 it_check "failed attempts logged for restarts" \
   "$(grep -c 'attempt.*failed' "$IT_TMP/restart.log" || true)" 0
+it_check "failed attempts in the exit summary" \
+  "$(sed -n 's/.*exiting: .* \([0-9][0-9]*\) failed attempts.*/\1/p' "$IT_TMP/restart.log")" 0
 it_log "PASS"

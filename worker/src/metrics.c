@@ -81,7 +81,7 @@ struct wk_metrics {
   atomic_bool healthy;      /* /healthz: 200 while true */
   hist hists[WK_H__COUNT];
   double start_time_s; /* process start, Unix seconds */
-  promhttp *http;      /* NULL until wk_metrics_serve succeeds */
+  wk_promhttp *http;   /* NULL until wk_metrics_serve succeeds */
 };
 
 /* ---- process start time ------------------------------------------------ */
@@ -169,7 +169,7 @@ void wk_metrics_free(wk_metrics *m)
 {
   if (!m)
     return;
-  promhttp_stop(m->http);
+  wk_promhttp_stop(m->http);
   free(m);
 }
 
@@ -236,60 +236,62 @@ void wk_metrics_observe(wk_metrics *m, wk_hist h, double seconds)
 
 /* ---- rendering --------------------------------------------------------- */
 
-static void render_hist(prom_out *o, const hist_def *d, hist *hs)
+static void render_hist(wk_prom_out *o, const hist_def *d, hist *hs)
 {
   char le[32], num[32];
   uint64_t cum = 0, bits;
   double sum;
 
-  prom_help_type(o, d->name, d->help, "histogram");
+  wk_prom_help_type(o, d->name, d->help, "histogram");
   /* Each slot is read once and added up here, so the series is cumulative
    * and +Inf equals _count even while other threads observe. */
   for (size_t i = 0; i <= d->nbounds; i++) {
     cum += atomic_load_explicit(&hs->buckets[i], memory_order_relaxed);
     if (i < d->nbounds)
-      prom_fmt_float(le, sizeof le, d->bounds[i]);
+      wk_prom_fmt_float(le, sizeof le, d->bounds[i]);
     else
       snprintf(le, sizeof le, "+Inf");
-    prom_printf(o, "%s_bucket{le=\"%s\"} %llu\n", d->name, le,
-                (unsigned long long)cum);
+    wk_prom_printf(o, "%s_bucket{le=\"%s\"} %llu\n", d->name, le,
+                   (unsigned long long)cum);
   }
   bits = atomic_load_explicit(&hs->sum_bits, memory_order_relaxed);
   memcpy(&sum, &bits, sizeof sum);
-  prom_fmt_float(num, sizeof num, sum);
-  prom_printf(o, "%s_sum %s\n", d->name, num);
-  prom_printf(o, "%s_count %llu\n", d->name, (unsigned long long)cum);
+  wk_prom_fmt_float(num, sizeof num, sum);
+  wk_prom_printf(o, "%s_sum %s\n", d->name, num);
+  wk_prom_printf(o, "%s_count %llu\n", d->name, (unsigned long long)cum);
 }
 
 /* Render everything; returns the full length (snprintf semantics), writing
- * what fits into buf. Also promhttp's render callback. */
+ * what fits into buf. Also wk_promhttp's render callback. */
 static size_t render_all(void *ud, char *buf, size_t len)
 {
   wk_metrics *m = ud;
-  prom_out o;
+  wk_prom_out o;
   char num[32];
 
-  prom_out_init(&o, buf, len);
-  prom_info(&o, "onceq_worker_info", "Build information about this worker.",
-            oq_version());
+  wk_prom_out_init(&o, buf, len);
+  wk_prom_info(&o, "onceq_worker_info", "Build information about this worker.",
+               oq_version());
 
-  prom_help_type(&o, "process_start_time_seconds",
-                 "Start time of the process since unix epoch in seconds.",
-                 "gauge");
-  prom_fmt_float(num, sizeof num, m->start_time_s);
-  prom_printf(&o, "process_start_time_seconds %s\n", num);
+  wk_prom_help_type(&o, "process_start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.",
+                    "gauge");
+  wk_prom_fmt_float(num, sizeof num, m->start_time_s);
+  wk_prom_printf(&o, "process_start_time_seconds %s\n", num);
 
   for (int c = 0; c < WK_C__COUNT; c++)
-    prom_counter(&o, counter_defs[c].name, counter_defs[c].help,
-                 atomic_load_explicit(&m->counters[c], memory_order_relaxed));
+    wk_prom_counter(
+        &o, counter_defs[c].name, counter_defs[c].help,
+        atomic_load_explicit(&m->counters[c], memory_order_relaxed));
 
-  prom_gauge(
+  wk_prom_gauge(
       &o, "onceq_worker_inflight", "Items whose handler is running now.",
       (long long)atomic_load_explicit(&m->inflight, memory_order_relaxed));
-  prom_gauge(&o, "onceq_worker_healthy",
-             "1 while the worker is healthy (session alive, not fenced), "
-             "else 0.",
-             atomic_load_explicit(&m->healthy, memory_order_relaxed) ? 1 : 0);
+  wk_prom_gauge(&o, "onceq_worker_healthy",
+                "1 while the worker is healthy (session alive, not fenced), "
+                "else 0.",
+                atomic_load_explicit(&m->healthy, memory_order_relaxed) ? 1
+                                                                        : 0);
 
   for (int h = 0; h < WK_H__COUNT; h++)
     render_hist(&o, &hist_defs[h], &m->hists[h]);
@@ -298,7 +300,7 @@ static size_t render_all(void *ud, char *buf, size_t len)
 
 size_t wk_metrics_render(wk_metrics *m, char *buf, size_t len)
 {
-  return prom_render_lines(render_all, m, buf, len);
+  return wk_prom_render_lines(render_all, m, buf, len);
 }
 
 /* ---- HTTP server ------------------------------------------------------- */
@@ -313,12 +315,12 @@ static bool is_healthy(void *ud)
 int wk_metrics_serve(wk_metrics *m, const char *addr, int *bound_port,
                      char *err, size_t errlen)
 {
-  const promhttp_opts opts = {
+  const wk_promhttp_opts opts = {
       .render = render_all,
       .healthy = is_healthy,
       .ud = m,
   };
-  promhttp_addr la;
+  wk_promhttp_addr la;
   char why[128];
   int port = 0;
 
@@ -334,15 +336,15 @@ int wk_metrics_serve(wk_metrics *m, const char *addr, int *bound_port,
     snprintf(err, errlen, "the metrics server is already running");
     return -1;
   }
-  if (promhttp_parse_addr(addr, &la, why, sizeof why) != 0) {
+  if (wk_promhttp_parse_addr(addr, &la, why, sizeof why) != 0) {
     snprintf(err, errlen, "bad --metrics-addr '%.100s': %s", addr ? addr : "",
              why);
     return -1;
   }
-  switch (promhttp_start(&m->http, &la, &opts, &port, why, sizeof why)) {
+  switch (wk_promhttp_start(&m->http, &la, &opts, &port, why, sizeof why)) {
   case 0:
     break;
-  case PROMHTTP_ELISTEN:
+  case WK_PROMHTTP_ELISTEN:
     snprintf(err, errlen,
              "cannot listen on %s: %s; choose another --metrics-addr", la.shown,
              why);

@@ -31,9 +31,9 @@ typedef int MHD_RESULT; /* before 0.9.71 handlers returned int */
 typedef enum MHD_Result MHD_RESULT;
 #endif
 
-struct promhttp {
+struct wk_promhttp {
   struct MHD_Daemon *daemon;
-  promhttp_opts o; /* a copy: the daemon's thread reads it until stop */
+  wk_promhttp_opts o; /* a copy: the daemon's thread reads it until stop */
 };
 
 /* ---- requests ---------------------------------------------------------- */
@@ -61,7 +61,7 @@ static MHD_RESULT reply_static(struct MHD_Connection *conn, unsigned int status,
 
 #define MAX_RENDERS 8
 
-static MHD_RESULT reply_metrics(const promhttp_opts *o,
+static MHD_RESULT reply_metrics(const wk_promhttp_opts *o,
                                 struct MHD_Connection *conn)
 {
   struct MHD_Response *r;
@@ -85,7 +85,7 @@ static MHD_RESULT reply_metrics(const promhttp_opts *o,
     if (need < cap)
       break;
     if (tries >= MAX_RENDERS) {
-      need = prom_render_lines(o->render, o->ud, text, cap);
+      need = wk_prom_render_lines(o->render, o->ud, text, cap);
       break;
     }
     cap = need + 1024;
@@ -109,7 +109,7 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn,
                              const char *version, const char *upload_data,
                              size_t *upload_data_size, void **con_cls)
 {
-  const promhttp_opts *o = &((promhttp *)cls)->o;
+  const wk_promhttp_opts *o = &((wk_promhttp *)cls)->o;
   bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                 strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
   bool known = strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0;
@@ -158,8 +158,8 @@ static int parse_port(const char *s, unsigned *port)
 }
 
 /* Numeric hosts only (plus localhost), so start-up never waits on DNS. */
-int promhttp_parse_addr(const char *addr, promhttp_addr *a, char *why,
-                        size_t whylen)
+int wk_promhttp_parse_addr(const char *addr, wk_promhttp_addr *a, char *why,
+                           size_t whylen)
 {
   char host[64];
   const char *port_s, *colon;
@@ -259,11 +259,11 @@ int promhttp_parse_addr(const char *addr, promhttp_addr *a, char *why,
 
 /* We bind and listen ourselves (rather than MHD_OPTION_SOCK_ADDR) so a
  * failure carries its errno, and the message can say exactly what to fix. */
-int promhttp_start(promhttp **out, const promhttp_addr *a,
-                   const promhttp_opts *o, int *bound_port, char *why,
-                   size_t whylen)
+int wk_promhttp_start(wk_promhttp **out, const wk_promhttp_addr *a,
+                      const wk_promhttp_opts *o, int *bound_port, char *why,
+                      size_t whylen)
 {
-  promhttp *h;
+  wk_promhttp *h;
   struct sockaddr_storage got;
   socklen_t gotlen = sizeof got;
   struct stat st;
@@ -316,7 +316,7 @@ int promhttp_start(promhttp **out, const promhttp_addr *a,
       close(fd); /* still ours: MHD failed before taking it */
     close(keep);
     free(h);
-    return PROMHTTP_ESTART;
+    return WK_PROMHTTP_ESTART;
   }
   close(keep); /* the daemon owns fd from here */
   if (bound_port)
@@ -335,10 +335,10 @@ sys_fail:
   if (fd >= 0)
     close(fd);
   free(h);
-  return PROMHTTP_ELISTEN;
+  return WK_PROMHTTP_ELISTEN;
 }
 
-void promhttp_stop(promhttp *h)
+void wk_promhttp_stop(wk_promhttp *h)
 {
   if (!h)
     return;

@@ -10,7 +10,7 @@
  * message, so each daemon keeps its own wording.
  *
  * Thread safety: the callbacks run on the server's thread, concurrently
- * with everything else; promhttp_start and promhttp_stop are the caller's
+ * with everything else; wk_promhttp_start and wk_promhttp_stop are the caller's
  * to serialise.
  */
 #ifndef ONCEQ_WORKER_PROMHTTP_H
@@ -20,29 +20,31 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-typedef struct promhttp promhttp;
+#include "onceq/err.h"
+
+typedef struct wk_promhttp wk_promhttp;
 
 /* A parsed listen address, and "HOST:PORT" as messages show it (with the
  * host defaulted: "9090" shows as "127.0.0.1:9090"). */
-typedef struct promhttp_addr {
+typedef struct wk_promhttp_addr {
   struct sockaddr_storage ss;
   socklen_t sslen;
   char shown[80];
-} promhttp_addr;
+} wk_promhttp_addr;
 
-typedef struct promhttp_opts {
+typedef struct wk_promhttp_opts {
   /* The exposition text, with snprintf semantics: writes what fits into
    * buf (NUL-terminated) and returns the full length. */
   size_t (*render)(void *ud, char *buf, size_t len);
   /* /healthz answers 200 "ok" while this returns true, else 503. */
   bool (*healthy)(void *ud);
   void *ud;
-} promhttp_opts;
+} wk_promhttp_opts;
 
-/* promhttp_start's failures. */
+/* wk_promhttp_start's failures. */
 enum {
-  PROMHTTP_ELISTEN = -1, /* socket/bind/listen failed; why: strerror */
-  PROMHTTP_ESTART = -2   /* libmicrohttpd refused; it logged why */
+  WK_PROMHTTP_ELISTEN = -1, /* socket/bind/listen failed; why: strerror */
+  WK_PROMHTTP_ESTART = -2   /* libmicrohttpd refused; it logged why */
 };
 
 /*
@@ -50,17 +52,18 @@ enum {
  * 127.0.0.1) or "[IPv6]:PORT"; PORT 0 picks one at start. 0, or -1 with
  * what was expected in why ("expected HOST:PORT ..."; why may be NULL).
  */
-int promhttp_parse_addr(const char *addr, promhttp_addr *a, char *why,
-                        size_t whylen);
+int wk_promhttp_parse_addr(const char *addr, wk_promhttp_addr *a, char *why,
+                           size_t whylen);
 
 /* Bind a and serve o (copied). 0 with *out set and *bound_port (may be
- * NULL) the port, or a PROMHTTP_E* with *out and *bound_port untouched. */
-int promhttp_start(promhttp **out, const promhttp_addr *a,
-                   const promhttp_opts *o, int *bound_port, char *why,
-                   size_t whylen);
+ * NULL) the port, or a WK_PROMHTTP_E* with *out and *bound_port untouched. */
+OQ_MUST_CHECK int wk_promhttp_start(wk_promhttp **out,
+                                    const wk_promhttp_addr *a,
+                                    const wk_promhttp_opts *o, int *bound_port,
+                                    char *why, size_t whylen);
 
 /* Stop serving, close the socket, free h (NULL is fine). Waits for a
  * request in progress. */
-void promhttp_stop(promhttp *h);
+void wk_promhttp_stop(wk_promhttp *h);
 
 #endif

@@ -12,7 +12,7 @@
 
 #include "promtext.h"
 
-void prom_out_init(prom_out *o, char *buf, size_t len)
+void wk_prom_out_init(wk_prom_out *o, char *buf, size_t len)
 {
   o->buf = buf;
   o->len = len;
@@ -21,7 +21,7 @@ void prom_out_init(prom_out *o, char *buf, size_t len)
     buf[0] = '\0';
 }
 
-void prom_printf(prom_out *o, const char *fmt, ...)
+void wk_prom_printf(wk_prom_out *o, const char *fmt, ...)
 {
   va_list ap;
   int n;
@@ -37,48 +37,50 @@ void prom_printf(prom_out *o, const char *fmt, ...)
     o->need += (size_t)n;
 }
 
-void prom_help_type(prom_out *o, const char *name, const char *help,
-                    const char *type)
+void wk_prom_help_type(wk_prom_out *o, const char *name, const char *help,
+                       const char *type)
 {
-  prom_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+  wk_prom_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-void prom_counter(prom_out *o, const char *name, const char *help, uint64_t v)
+void wk_prom_counter(wk_prom_out *o, const char *name, const char *help,
+                     uint64_t v)
 {
-  prom_help_type(o, name, help, "counter");
-  prom_printf(o, "%s %llu\n", name, (unsigned long long)v);
+  wk_prom_help_type(o, name, help, "counter");
+  wk_prom_printf(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
-void prom_gauge(prom_out *o, const char *name, const char *help, long long v)
+void wk_prom_gauge(wk_prom_out *o, const char *name, const char *help,
+                   long long v)
 {
-  prom_help_type(o, name, help, "gauge");
-  prom_printf(o, "%s %lld\n", name, v);
+  wk_prom_help_type(o, name, help, "gauge");
+  wk_prom_printf(o, "%s %lld\n", name, v);
 }
 
-void prom_info(prom_out *o, const char *name, const char *help,
-               const char *version)
+void wk_prom_info(wk_prom_out *o, const char *name, const char *help,
+                  const char *version)
 {
-  prom_help_type(o, name, help, "gauge");
-  prom_printf(o, "%s{version=\"", name);
-  prom_label_value(o, version);
-  prom_printf(o, "\"} 1\n");
+  wk_prom_help_type(o, name, help, "gauge");
+  wk_prom_printf(o, "%s{version=\"", name);
+  wk_prom_label_value(o, version);
+  wk_prom_printf(o, "\"} 1\n");
 }
 
-void prom_label_value(prom_out *o, const char *s)
+void wk_prom_label_value(wk_prom_out *o, const char *s)
 {
   for (; *s; s++) {
     if (*s == '\\')
-      prom_printf(o, "\\\\");
+      wk_prom_printf(o, "\\\\");
     else if (*s == '"')
-      prom_printf(o, "\\\"");
+      wk_prom_printf(o, "\\\"");
     else if (*s == '\n')
-      prom_printf(o, "\\n");
+      wk_prom_printf(o, "\\n");
     else
-      prom_printf(o, "%c", *s);
+      wk_prom_printf(o, "%c", *s);
   }
 }
 
-void prom_fmt_float(char *dst, size_t len, double v)
+void wk_prom_fmt_float(char *dst, size_t len, double v)
 {
   if (isnan(v)) {
     snprintf(dst, len, "NaN");
@@ -101,8 +103,8 @@ void prom_fmt_float(char *dst, size_t len, double v)
   }
 }
 
-size_t prom_render_lines(size_t (*render)(void *ud, char *buf, size_t len),
-                         void *ud, char *buf, size_t len)
+size_t wk_prom_render_lines(size_t (*render)(void *ud, char *buf, size_t len),
+                            void *ud, char *buf, size_t len)
 {
   size_t need, end;
 

@@ -19,43 +19,45 @@
 
 /* An output cursor with snprintf semantics: `need` counts every byte the
  * full text takes, `buf` holds what fits (NUL-terminated when len > 0). */
-typedef struct prom_out {
+typedef struct wk_prom_out {
   char *buf;
   size_t len;
   size_t need;
-} prom_out;
+} wk_prom_out;
 
 /* Start an empty rendering into buf (len may be 0). */
-void prom_out_init(prom_out *o, char *buf, size_t len);
+void wk_prom_out_init(wk_prom_out *o, char *buf, size_t len);
 
-void prom_printf(prom_out *o, const char *fmt, ...)
+void wk_prom_printf(wk_prom_out *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* "# HELP name help" and "# TYPE name type". */
-void prom_help_type(prom_out *o, const char *name, const char *help,
-                    const char *type);
+void wk_prom_help_type(wk_prom_out *o, const char *name, const char *help,
+                       const char *type);
 
 /* A whole single-sample family: HELP, TYPE and "name v". */
-void prom_counter(prom_out *o, const char *name, const char *help, uint64_t v);
-void prom_gauge(prom_out *o, const char *name, const char *help, long long v);
+void wk_prom_counter(wk_prom_out *o, const char *name, const char *help,
+                     uint64_t v);
+void wk_prom_gauge(wk_prom_out *o, const char *name, const char *help,
+                   long long v);
 /* A build-info gauge: HELP, TYPE and name{version="..."} 1. */
-void prom_info(prom_out *o, const char *name, const char *help,
-               const char *version);
+void wk_prom_info(wk_prom_out *o, const char *name, const char *help,
+                  const char *version);
 
 /* Write a label value (without its quotes) with the escapes the text
  * format requires. */
-void prom_label_value(prom_out *o, const char *s);
+void wk_prom_label_value(wk_prom_out *o, const char *s);
 
 /* Format v as Prometheus reads floats: the shortest text that reads back
  * as the same double, without an exponent between 1e-4 and 1e15 ("0.005",
  * "2.5", "60", "1e-05"), or +Inf/-Inf/NaN. */
-void prom_fmt_float(char *dst, size_t len, double v);
+void wk_prom_fmt_float(char *dst, size_t len, double v);
 
 /* Render into buf with render (snprintf semantics; ud NULL renders
  * nothing). When the text does not fit, it is cut after the last whole line
  * that does, so a reader never sees half a sample. Returns the bytes kept;
  * buf (if len > 0) is NUL-terminated. */
-size_t prom_render_lines(size_t (*render)(void *ud, char *buf, size_t len),
-                         void *ud, char *buf, size_t len);
+size_t wk_prom_render_lines(size_t (*render)(void *ud, char *buf, size_t len),
+                            void *ud, char *buf, size_t len);
 
 #endif
