@@ -20,6 +20,8 @@
 
 # shellcheck source=../harness/psql_retry.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../harness/psql_retry.sh"
+# shellcheck source=../harness/children.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/children.sh"
 
 set -euo pipefail
 
@@ -112,25 +114,12 @@ jget() {
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
 }
 
-cli_alive() {
-  [ -n "$1" ] && [ -r "/proc/$1/stat" ] &&
-    [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
-}
+cli_alive() { oq_child_alive "$@"; }
 
 cli_cleanup() {
-  local rc=$? pid n db
+  local rc=$? db
   set +e
-  for pid in "${CLI_PIDS[@]}"; do
-    cli_alive "$pid" && kill -TERM "$pid" 2>/dev/null
-  done
-  for pid in "${CLI_PIDS[@]}"; do
-    n=0
-    while cli_alive "$pid" && [ $n -lt 100 ]; do
-      sleep 0.05
-      n=$((n + 1))
-    done
-    cli_alive "$pid" && kill -KILL "$pid" 2>/dev/null
-  done
+  oq_stop_children "$CLI_NAME" "${CLI_PIDS[@]}"
   if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
     CLI_KEEP_DB=1
     if [ -n "$CLI_TMP" ]; then

@@ -20,6 +20,8 @@
 
 # shellcheck source=../harness/psql_retry.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../harness/psql_retry.sh"
+# shellcheck source=../harness/children.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/children.sh"
 
 set -euo pipefail
 
@@ -98,12 +100,7 @@ co_contains() {
   esac
 }
 
-co_alive() {
-  local st
-  [ -n "$1" ] && [ -r "/proc/$1/stat" ] || return 1
-  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
+co_alive() { oq_child_alive "$@"; }
 
 # co_wait_until SECONDS WHAT CMD...: run CMD every 100 ms until it
 # succeeds; fail after SECONDS.
@@ -164,23 +161,10 @@ co_leader_is() { [ "$(co_leader_pid)" = "$1" ]; }
 co_sql_is() { [ "$(co_sql "$1")" = "$2" ]; }
 
 co_cleanup() {
-  local rc=$? pid n
+  local rc=$?
   trap '' INT TERM
   set +e
-  for pid in "${CO_PIDS[@]}"; do
-    co_alive "$pid" && kill -CONT "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null
-  done
-  for pid in "${CO_PIDS[@]}"; do
-    n=0
-    while co_alive "$pid" && [ $n -lt 100 ]; do
-      sleep 0.05
-      n=$((n + 1))
-    done
-    if co_alive "$pid"; then
-      echo "[$CO_NAME] pid $pid ignored SIGTERM for 5 s; SIGKILL" >&2
-      kill -KILL "$pid" 2>/dev/null
-    fi
-  done
+  oq_stop_children "$CO_NAME" "${CO_PIDS[@]}"
   if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ $CO_KEEP_DB -eq 0 ]; then
     co_dump_logs
     CO_KEEP_DB=1

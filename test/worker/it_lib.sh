@@ -21,6 +21,8 @@
 
 # shellcheck source=../harness/psql_retry.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../harness/psql_retry.sh"
+# shellcheck source=../harness/children.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/children.sh"
 
 set -euo pipefail
 
@@ -75,12 +77,7 @@ it_admin_sql() {
 }
 
 # it_alive PID: is PID a live (not zombie) process?
-it_alive() {
-  local st
-  [ -n "$1" ] && [ -r "/proc/$1/stat" ] || return 1
-  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
+it_alive() { oq_child_alive "$@"; }
 
 # it_dump_logs: the tail of every worker log, for a failure report.
 it_dump_logs() {
@@ -195,26 +192,10 @@ it_session_count_for_pid() {
 # SIGKILL after 5 s, each by pid), drop the database unless a check failed,
 # remove the scratch folder.
 it_cleanup() {
-  local rc=$? pid n
+  local rc=$?
   trap '' INT TERM
   set +e
-  for pid in "${IT_PIDS[@]}"; do
-    if it_alive "$pid"; then
-      kill -CONT "$pid" 2>/dev/null
-      kill -TERM "$pid" 2>/dev/null
-    fi
-  done
-  for pid in "${IT_PIDS[@]}"; do
-    n=0
-    while it_alive "$pid" && [ $n -lt 100 ]; do
-      sleep 0.05
-      n=$((n + 1))
-    done
-    if it_alive "$pid"; then
-      echo "[$IT_NAME] pid $pid ignored SIGTERM for 5 s; SIGKILL" >&2
-      kill -KILL "$pid" 2>/dev/null
-    fi
-  done
+  oq_stop_children "$IT_NAME" "${IT_PIDS[@]}"
   if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ $IT_KEEP_DB -eq 0 ]; then
     it_dump_logs
     IT_KEEP_DB=1
