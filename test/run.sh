@@ -257,7 +257,12 @@ setup_server() {
     { cat "$LOG_DIR/initdb.log" >&2; return 1; }
   as_pg touch "$PG_LOG"
   # Settings live in the file, so a test's plain `pg_ctl start` keeps them.
-  # fsync stays on: benchmarks must print realistic numbers.
+  # fsync off: this server's data is thrown away, and a shared disk that
+  # stalls a WAL flush for seconds would stall every commit, heartbeats
+  # too, and fence live sessions in tests that use short expiries. Crashes
+  # and immediate shutdowns of the server stay safe without fsync (only an
+  # OS crash is not). The benchmarks (test/bench) start their own server
+  # with fsync on, so their figures stay realistic.
   as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
 
 # ---- test/run.sh
@@ -266,8 +271,9 @@ port = 0
 unix_socket_directories = '$PG_TMP'
 max_connections = 300
 shared_buffers = 256MB
-fsync = on
+fsync = off
 synchronous_commit = on
+full_page_writes = off
 password_encryption = 'scram-sha-256'
 log_line_prefix = '%m [%p] %q%u@%d '
 log_min_messages = warning

@@ -123,36 +123,54 @@ co_contains "beta hint" "$(line hint_beta=)" \
 co_contains "gamma hint" "$(line hint_gamma=)" \
   "hint_gamma=0/1/gamma: no worker serves it"
 
+# watch_frames OUT PATTERN MIN CMD...: run CMD (stdout to OUT, stderr to
+# OUT.log) until OUT holds MIN lines matching PATTERN (at most 30 s), then
+# SIGINT it like Ctrl-C; sets WATCH_RC to its exit status. Waiting for the
+# frames, not a fixed time, keeps the check the same on a slow machine.
+watch_frames() {
+  local out=$1 pat=$2 min=$3 n=0 deadline
+  shift 3
+  # 40 s is only a backstop
+  timeout --preserve-status -s INT 40 "$@" >"$out" 2>"$out.log" </dev/null &
+  local pid=$!
+  deadline=$(($(co_now_ms) + 30000))
+  while [ "$(co_now_ms)" -lt "$deadline" ] && co_alive "$pid"; do
+    n=$(grep -c -a -- "$pat" "$out" || true)
+    [ "$n" -ge "$min" ] && break
+    sleep 0.1
+  done
+  # SIGALRM is timeout's own timer firing: it sends CMD the SIGINT exactly
+  # as when the time runs out (a SIGINT sent to timeout itself would make
+  # it report 130 of its own).
+  kill -ALRM "$pid" 2>/dev/null || true
+  WATCH_RC=0
+  wait "$pid" || WATCH_RC=$?
+}
+
 # ---- --watch on a pseudo-terminal: redraws in place ---------------------
-# script(1) gives the command a pty; SIGINT after ~2.5 s ends it. (Before
-# the 100005-item queue is added: each frame stays quick on a busy box.)
-rc=0
-timeout --preserve-status -s INT 2.5 \
-  script -qfc "'$ONCEQ_CLI' --db '$CO_DSN' stats --watch 200ms" /dev/null \
-  >"$CO_TMP/watch_tty.out" 2>"$CO_TMP/watch_tty.log" </dev/null || rc=$?
-co_check "stats --watch under script: exit status" "$rc" 0
+# script(1) gives the command a pty. (Before the 100005-item queue is added:
+# each frame stays quick on a busy box.)
+watch_frames "$CO_TMP/watch_tty.out" $'\033\[2J' 3 \
+  script -qfc "'$ONCEQ_CLI' --db '$CO_DSN' stats --watch 200ms" /dev/null
+co_check "stats --watch under script: exit status" "$WATCH_RC" 0
 clears=$(grep -o $'\033\[2J' "$CO_TMP/watch_tty.out" | wc -l | tr -d ' ')
 co_log "clear-screen sequences: $clears"
 co_check_le "clear-screen redraws (>= 2)" 2 "$clears"
 co_contains "watch frame" "$(cat -v "$CO_TMP/watch_tty.out")" "alpha"
 
 # ---- --watch off a terminal: successive blocks, no escapes --------------
-rc=0
-timeout --preserve-status -s INT 2.5 \
-  "$ONCEQ_CLI" --db "$CO_DSN" stats --watch 200ms \
-  >"$CO_TMP/watch.out" 2>"$CO_TMP/watch.log" </dev/null || rc=$?
-co_check "stats --watch (pipe) exit status on SIGINT" "$rc" 0
+watch_frames "$CO_TMP/watch.out" '^QUEUE' 3 \
+  "$ONCEQ_CLI" --db "$CO_DSN" stats --watch 200ms
+co_check "stats --watch (pipe) exit status on SIGINT" "$WATCH_RC" 0
 blocks=$(grep -c '^QUEUE' "$CO_TMP/watch.out" || true)
 co_check_le "blocks printed (>= 2)" 2 "$blocks"
 co_check "escape sequences off a terminal" \
   "$(grep -c $'\033' "$CO_TMP/watch.out" || true)" 0
 
 # ---- --watch --json: one valid object per line ---------------------------
-rc=0
-timeout --preserve-status -s INT 2.5 \
-  "$ONCEQ_CLI" --db "$CO_DSN" --json stats --watch 200ms \
-  >"$CO_TMP/watch.json" 2>"$CO_TMP/watch_json.log" </dev/null || rc=$?
-co_check "stats --watch --json exit status" "$rc" 0
+watch_frames "$CO_TMP/watch.json" '"queues"' 3 \
+  "$ONCEQ_CLI" --db "$CO_DSN" --json stats --watch 200ms
+co_check "stats --watch --json exit status" "$WATCH_RC" 0
 n=$(co_py -c '
 import json, sys
 n = 0

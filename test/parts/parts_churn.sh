@@ -5,15 +5,17 @@
 # P = 16. Four `onceq-worker --partitioned` and one unpartitioned worker
 # start; a producer enqueues 20,000 items in batches of 250 (about 600/s,
 # 250/s under SERIALIZABLE: below the fleet's capacity, so waiting measures
-# the assignment, not a backlog). Meanwhile partitioned workers join, leave with SIGTERM (drain)
-# and die with SIGKILL (while holding claims), and the unpartitioned one is
-# replaced. The --sql handler writes a ledger row (item id, when it ran,
-# when the item was enqueued) in the ack transaction, after a 10 ms sleep.
+# the assignment, not a backlog). Meanwhile partitioned workers join,
+# leave with SIGTERM (drain) and die with SIGKILL (while holding claims),
+# and the unpartitioned one is replaced. The --sql handler writes a ledger
+# row (item id, when enqueued, when claimed, when it ran) in the ack
+# transaction, after a 10 ms sleep.
 #
 # Checks: the ledger is exact (20,000 rows, 20,000 distinct ids and n),
 # nothing is left or dead, and no item waited longer than --orphan-after
-# plus the session expiry (started_at - created_at). At the end the
-# surviving members own exactly their blocks (`onceq parts --json`).
+# plus the session expiry for the claim that was acknowledged
+# (claimed_at - created_at). At the end the surviving members own exactly
+# their blocks (`onceq parts --json`).
 source "$(dirname "${BASH_SOURCE[0]}")/parts_lib.sh"
 it_setup parts_churn
 
@@ -39,9 +41,8 @@ parts_ledger_table
 # would measure a backlog, not the assignment.
 SLEEP=0.01
 if [ "$IT_ISOLATION" = serializable ]; then SLEEP=0; fi
-SLOW_SQL='INSERT INTO ledger (item_id, n, started_at, created_at)
-          SELECT $2, ($1->>'"'n'"')::int, clock_timestamp(),
-                 to_timestamp(($1->>'"'t'"')::float8) FROM pg_sleep('"$SLEEP"')'
+SLOW_SQL="INSERT INTO ledger ($PARTS_LEDGER_COLS)
+          SELECT $PARTS_LEDGER_VALUES FROM pg_sleep($SLEEP)"
 COMMON=(--heartbeat-interval 300ms --session-expiry "${EXPIRY_MS}ms"
   --poll-interval 200ms --concurrency 4 --sql "$SLOW_SQL")
 
@@ -131,11 +132,19 @@ it_check "onceq parts: partitions" "$(parts_json_field partitions)" 16
 
 for w in p4 p6 p7 u2; do term "$w"; done
 parts_check_ledger "$N"
-max_wait=$(parts_max_wait_ms)
-it_metric parts_churn_wait_p50 "$(parts_wait_quantile 0.5)" ms
-it_metric parts_churn_wait_p99 "$(parts_wait_quantile 0.99)" ms
+# The bound is on waiting for a claim: that is what the assignment and the
+# orphan rule decide. The claim must be the one that was acknowledged, so
+# items whose claimer was killed count their whole wait. Enqueue to start
+# of the acknowledged run is reported too, not bounded: under SERIALIZABLE
+# it includes ack transactions restarted with backoff.
+max_wait=$(parts_max_wait_ms claimed_at)
+it_metric parts_churn_wait_p50 "$(parts_wait_quantile 0.5 claimed_at)" ms
+it_metric parts_churn_wait_p99 "$(parts_wait_quantile 0.99 claimed_at)" ms
 it_metric parts_churn_wait_max "$max_wait" ms "bound: orphan-after + expiry = $BOUND_MS ms"
-it_check_le "longest wait (ms) <= --orphan-after + expiry" "$max_wait" "$BOUND_MS"
+it_metric parts_churn_to_start_p99 "$(parts_wait_quantile 0.99 started_at)" ms
+it_metric parts_churn_to_start_max "$(parts_max_wait_ms started_at)" ms
+it_check_le "longest wait for a claim (ms) <= --orphan-after + expiry" \
+  "$max_wait" "$BOUND_MS"
 it_check "session rows" "$(it_sql 'SELECT count(*) FROM onceq_sessions')" 0
 it_check "ownership rows" "$(it_sql 'SELECT count(*) FROM onceq_session_parts')" 0
 it_log "PASS"
