@@ -123,43 +123,60 @@ co_contains "beta hint" "$(line hint_beta=)" \
 co_contains "gamma hint" "$(line hint_gamma=)" \
   "hint_gamma=0/1/gamma: no worker serves it"
 
-# watch_frames OUT PATTERN MIN CMD...: run CMD (stdout to OUT, stderr to
-# OUT.log) until OUT holds MIN lines matching PATTERN (at most 30 s), then
-# SIGINT it like Ctrl-C; sets WATCH_RC to its exit status. Waiting for the
-# frames, not a fixed time, keeps the check the same on a slow machine.
+# watch_frames OUT PATTERN MIN pty|pipe CMD...: run CMD (stdout to OUT,
+# stderr to OUT.log) until OUT holds MIN lines matching PATTERN (at most
+# 30 s), then interrupt it once; sets WATCH_RC to its exit status. Waiting
+# for frames, not a fixed time, keeps the check the same on a slow machine.
+#   pty:  CMD runs on a pseudo-terminal (script -e returns its status) and
+#         gets a real Ctrl-C: the byte 0x03 typed into the terminal;
+#   pipe: CMD's stdout is a file; CMD alone gets one SIGINT (timeout, its
+#         parent, leaves SIGINT at its default for it, where a background
+#         job of this shell would start with SIGINT ignored).
 watch_frames() {
-  local out=$1 pat=$2 min=$3 n=0 deadline
-  shift 3
-  # 40 s is only a backstop
-  timeout --preserve-status -s INT 40 "$@" >"$out" 2>"$out.log" </dev/null &
-  local pid=$!
+  local out=$1 pat=$2 min=$3 mode=$4 n=0 deadline pid fd
+  shift 4
+  if [ "$mode" = pty ]; then
+    rm -f "$out.in"
+    mkfifo "$out.in"
+    timeout 40 script -qefc "$*" /dev/null <"$out.in" >"$out" 2>"$out.log" &
+    pid=$!
+    exec {fd}>"$out.in"
+  else
+    timeout --preserve-status -s INT 40 "$@" >"$out" 2>"$out.log" </dev/null &
+    pid=$!
+  fi
   deadline=$(($(co_now_ms) + 30000))
   while [ "$(co_now_ms)" -lt "$deadline" ] && co_alive "$pid"; do
     n=$(grep -c -a -- "$pat" "$out" || true)
     [ "$n" -ge "$min" ] && break
     sleep 0.1
   done
-  # SIGALRM is timeout's own timer firing: it sends CMD the SIGINT exactly
-  # as when the time runs out (a SIGINT sent to timeout itself would make
-  # it report 130 of its own).
-  kill -ALRM "$pid" 2>/dev/null || true
+  if [ "$mode" = pty ]; then
+    printf '\003' >&"$fd"
+  else
+    local child
+    child=$(ps -o pid= --ppid "$pid" | tr -d ' ')
+    [ -n "$child" ] && kill -INT "$child" 2>/dev/null
+  fi
   WATCH_RC=0
   wait "$pid" || WATCH_RC=$?
+  [ "$mode" = pty ] && exec {fd}>&-
+  return 0
 }
 
 # ---- --watch on a pseudo-terminal: redraws in place ---------------------
-# script(1) gives the command a pty. (Before the 100005-item queue is added:
-# each frame stays quick on a busy box.)
-watch_frames "$CO_TMP/watch_tty.out" $'\033\[2J' 3 \
-  script -qfc "'$ONCEQ_CLI' --db '$CO_DSN' stats --watch 200ms" /dev/null
-co_check "stats --watch under script: exit status" "$WATCH_RC" 0
+# (Before the 100005-item queue is added: each frame stays quick on a busy
+# box.)
+watch_frames "$CO_TMP/watch_tty.out" $'\033\[2J' 3 pty \
+  "'$ONCEQ_CLI' --db '$CO_DSN' stats --watch 200ms"
+co_check "stats --watch on a terminal: exit status after Ctrl-C" "$WATCH_RC" 0
 clears=$(grep -o $'\033\[2J' "$CO_TMP/watch_tty.out" | wc -l | tr -d ' ')
 co_log "clear-screen sequences: $clears"
 co_check_le "clear-screen redraws (>= 2)" 2 "$clears"
 co_contains "watch frame" "$(cat -v "$CO_TMP/watch_tty.out")" "alpha"
 
 # ---- --watch off a terminal: successive blocks, no escapes --------------
-watch_frames "$CO_TMP/watch.out" '^QUEUE' 3 \
+watch_frames "$CO_TMP/watch.out" '^QUEUE' 3 pipe \
   "$ONCEQ_CLI" --db "$CO_DSN" stats --watch 200ms
 co_check "stats --watch (pipe) exit status on SIGINT" "$WATCH_RC" 0
 blocks=$(grep -c '^QUEUE' "$CO_TMP/watch.out" || true)
@@ -168,7 +185,7 @@ co_check "escape sequences off a terminal" \
   "$(grep -c $'\033' "$CO_TMP/watch.out" || true)" 0
 
 # ---- --watch --json: one valid object per line ---------------------------
-watch_frames "$CO_TMP/watch.json" '"queues"' 3 \
+watch_frames "$CO_TMP/watch.json" '"queues"' 3 pipe \
   "$ONCEQ_CLI" --db "$CO_DSN" --json stats --watch 200ms
 co_check "stats --watch --json exit status" "$WATCH_RC" 0
 n=$(co_py -c '

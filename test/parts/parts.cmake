@@ -10,7 +10,7 @@ if(TARGET onceq-worker AND TARGET onceq)
   foreach(_t parts_churn parts_resize)
     add_test(NAME ${_t} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${_t}.sh)
     set_tests_properties(${_t} PROPERTIES
-      LABELS "integration;slow" TIMEOUT 400 SKIP_RETURN_CODE 77
+      LABELS "integration;slow" TIMEOUT 600 SKIP_RETURN_CODE 77
       RUN_SERIAL TRUE
       ENVIRONMENT "ONCEQ_WORKER=$<TARGET_FILE:onceq-worker>;ONCEQ_CLI=$<TARGET_FILE:onceq>")
   endforeach()

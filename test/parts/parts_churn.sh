@@ -4,8 +4,9 @@
 #
 # P = 16. Four `onceq-worker --partitioned` and one unpartitioned worker
 # start; a producer enqueues 20,000 items in batches of 250 (about 600/s,
-# 250/s under SERIALIZABLE: below the fleet's capacity, so waiting measures
-# the assignment, not a backlog). Meanwhile partitioned workers join,
+# 250/s under SERIALIZABLE, and slower whenever the fleet falls behind:
+# parts_producer holds a batch while half a batch is unclaimed, so waiting
+# measures the assignment, not a backlog). Meanwhile partitioned workers join,
 # leave with SIGTERM (drain) and die with SIGKILL (while holding claims),
 # and the unpartitioned one is replaced. The --sql handler writes a ledger
 # row (item id, when enqueued, when claimed, when it ran) in the ack
@@ -116,7 +117,7 @@ at 24000
 term p5
 it_log "p5 left (SIGTERM)"
 
-it_wait_exit "$PARTS_PRODUCER" 120
+it_wait_exit "$PARTS_PRODUCER" 300
 it_check "producer exit status" "$IT_RC" 0
 it_log "producer done after $(($(it_now_ms) - t0)) ms"
 it_wait_until 120 "every item acknowledged" parts_all_done

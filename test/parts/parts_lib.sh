@@ -62,15 +62,30 @@ parts_members() {
           AND heartbeated_at + expiry >= now()"
 }
 
+# parts_unclaimed MAX: items nobody has claimed, counted up to MAX.
+parts_unclaimed() {
+  parts_sql "SELECT count(*) FROM (SELECT 1 FROM onceq_items
+             WHERE claim IS NULL LIMIT $1) x"
+}
+
 # parts_producer N BATCH PAUSE_S: enqueue N items (payload {"n": i, "t":
-# the enqueue time, epoch seconds}) in
-# committed batches of BATCH, PAUSE_S apart, in the background; sets
-# PARTS_PRODUCER (its pid). created_at is each batch's commit-ish time.
+# the enqueue time, epoch seconds}) in committed batches of BATCH, PAUSE_S
+# apart, in the background; sets PARTS_PRODUCER (its pid). created_at is
+# each batch's commit-ish time. A batch waits (up to about 40 s) while half
+# a batch is still unclaimed: on a slow machine the fleet then gets a lower
+# rate instead of a backlog, so the waits measure the assignment, not the
+# machine.
 parts_producer() {
   local n=$1 batch=$2 pause=$3
   (
     i=0
     while [ "$i" -lt "$n" ]; do
+      held=0
+      while [ "$(parts_unclaimed "$batch")" -ge $((batch / 2)) ] &&
+        [ "$held" -lt 600 ]; do
+        sleep 0.05
+        held=$((held + 1))
+      done
       it_sql "INSERT INTO onceq_items (payload)
               SELECT jsonb_build_object('n', g, 't', extract(epoch FROM now()))
               FROM generate_series($((i + 1)), $((i + batch < n ? i + batch : n))) g" \

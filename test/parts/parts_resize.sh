@@ -48,7 +48,7 @@ resize 1024
 sleep 2
 resize 5
 
-it_wait_exit "$PARTS_PRODUCER" 120
+it_wait_exit "$PARTS_PRODUCER" 300
 it_check "producer exit status" "$IT_RC" 0
 it_wait_until 120 "every item acknowledged" parts_all_done
 for pid in "${IT_PIDS[@]}"; do
