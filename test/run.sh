@@ -68,11 +68,12 @@ set -euo pipefail
 
 # Debian packages the build and the tests need. Add to this list.
 # (libc6-dev: gcc only recommends it, and cc cannot link without it;
-# libmicrohttpd-dev: the worker's metrics endpoint.)
+# libmicrohttpd-dev: the worker's metrics endpoint; procps: ps, which the
+# tests use to find a child process.)
 ONCEQ_APT_PACKAGES="cmake gcc libc6-dev make pkg-config libpq-dev
   postgresql-15 postgresql-client-15 python3 python3-psycopg nodejs npm
   libcurl4-openssl-dev libmicrohttpd-dev uuid-runtime docker-compose
-  python3-yaml systemd clang-format"
+  python3-yaml systemd clang-format procps"
 
 PGBIN=/usr/lib/postgresql/15/bin
 CTEST_TIMEOUT_S=600
@@ -260,8 +261,8 @@ setup_server() {
   # fsync off: this server's data is thrown away, and a shared disk that
   # stalls a WAL flush for seconds would stall every commit, heartbeats
   # too, and fence live sessions in tests that use short expiries. Crashes
-  # and immediate shutdowns of the server stay safe without fsync (only an
-  # OS crash is not). The benchmarks (test/bench) start their own server
+  # and immediate shutdowns of the server stay safe without fsync, and
+  # without full-page writes (only an OS crash could tear a page). The benchmarks (test/bench) start their own server
   # with fsync on, so their figures stay realistic.
   as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
 

@@ -135,12 +135,16 @@ co_contains "gamma hint" "$(line hint_gamma=)" \
 watch_frames() {
   local out=$1 pat=$2 min=$3 mode=$4 n=0 deadline pid fd
   shift 4
+  : >"$out"
   if [ "$mode" = pty ]; then
     rm -f "$out.in"
     mkfifo "$out.in"
-    timeout 40 script -qefc "$*" /dev/null <"$out.in" >"$out" 2>"$out.log" &
+    # read-write: the open never blocks, and typing into it never raises
+    # SIGPIPE here, even if script has already exited
+    exec {fd}<>"$out.in"
+    timeout 40 script -qefc "exec $*" /dev/null <"$out.in" >"$out" \
+      2>"$out.log" &
     pid=$!
-    exec {fd}>"$out.in"
   else
     timeout --preserve-status -s INT 40 "$@" >"$out" 2>"$out.log" </dev/null &
     pid=$!
@@ -154,9 +158,9 @@ watch_frames() {
   if [ "$mode" = pty ]; then
     printf '\003' >&"$fd"
   else
-    local child
-    child=$(ps -o pid= --ppid "$pid" | tr -d ' ')
-    [ -n "$child" ] && kill -INT "$child" 2>/dev/null
+    local child c
+    child=$(ps -o pid= --ppid "$pid" || true)
+    for c in $child; do kill -INT "$c" 2>/dev/null || true; done
   fi
   WATCH_RC=0
   wait "$pid" || WATCH_RC=$?
@@ -170,7 +174,8 @@ watch_frames() {
 watch_frames "$CO_TMP/watch_tty.out" $'\033\[2J' 3 pty \
   "'$ONCEQ_CLI' --db '$CO_DSN' stats --watch 200ms"
 co_check "stats --watch on a terminal: exit status after Ctrl-C" "$WATCH_RC" 0
-clears=$(grep -o $'\033\[2J' "$CO_TMP/watch_tty.out" | wc -l | tr -d ' ')
+clears=$( (grep -o $'\033\[2J' "$CO_TMP/watch_tty.out" || true) | wc -l |
+  tr -d ' ')
 co_log "clear-screen sequences: $clears"
 co_check_le "clear-screen redraws (>= 2)" 2 "$clears"
 co_contains "watch frame" "$(cat -v "$CO_TMP/watch_tty.out")" "alpha"

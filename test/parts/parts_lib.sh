@@ -27,8 +27,8 @@ parts_sql() {
 # claim that is being acknowledged was taken (the item's claimed_at) and
 # when the handler ran (clock_timestamp()). Under SERIALIZABLE the ack
 # transaction may restart several times with backoff after its claim, so
-# started_at - claimed_at is execution time, not time spent waiting for an
-# owner.
+# started_at - claimed_at is execution time (and time in the worker's
+# prefetch queue), not time spent waiting for an owner.
 PARTS_LEDGER_COLS='item_id, n, created_at, claimed_at, started_at'
 PARTS_LEDGER_VALUES='$2, ($1->>'"'n'"')::int, to_timestamp(($1->>'"'t'"')::float8),
   (SELECT claimed_at FROM onceq_items WHERE id = $2), clock_timestamp()'

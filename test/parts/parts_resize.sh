@@ -58,6 +58,6 @@ for pid in "${IT_PIDS[@]}"; do
   fi
 done
 parts_check_ledger "$N"
-it_metric parts_resize_wait_max "$(parts_max_wait_ms)" ms
+it_metric parts_resize_wait_max "$(parts_max_wait_ms claimed_at)" ms
 it_check "ownership rows" "$(it_sql 'SELECT count(*) FROM onceq_session_parts')" 0
 it_log "PASS"

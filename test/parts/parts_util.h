@@ -17,7 +17,8 @@
 /* Well above the 1600 ms minimum for 200 ms: a member must stay live
  * through a stall of a few seconds on a loaded machine (CI), or the
  * reaper frees its claims and its acks fail. Costs one expiry of waiting
- * in the killed-member phase of parts_assign. */
+ * in the killed-member phase of parts_assign and 2 expiries in
+ * parts_rules (C). */
 #define PU_EXPIRY_MS 5000
 
 static inline oq_err pu_first_long(void *ud, int ncols, const char *const *vals)
