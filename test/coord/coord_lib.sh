@@ -221,12 +221,12 @@ co_setup() {
   co_log "database $CO_DB, isolation $CO_ISOLATION, scratch $CO_TMP"
 }
 
-# co_py: a python3 (the harness may shim one that imports psycopg; the
-# standard library is all these tests need).
-co_py() {
-  if command -v python3 >/dev/null 2>&1; then
-    python3 "$@"
-  else
-    /usr/bin/python3 "$@"
-  fi
-}
+# co_python: the path of a python3 (the harness may shim one that imports
+# psycopg; the standard library is all these tests need). Start a Python
+# child with `co_start NAME "$(co_python)" ...`, so that the recorded pid is
+# python's own (a shell function in the background is a subshell whose
+# python would outlive the SIGTERM at cleanup).
+co_python() { command -v python3 2>/dev/null || echo /usr/bin/python3; }
+
+# co_py ARGS...: run python3 in the foreground.
+co_py() { "$(co_python)" "$@"; }

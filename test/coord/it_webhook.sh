@@ -19,7 +19,7 @@ co_sql "INSERT INTO onceq_dead (id, queue, payload, priority, attempts,
                now() - (10 - i) * interval '1 second'
         FROM generate_series(1, 5) i"
 
-co_start hook co_py "$(dirname "$0")/webhook_server.py" \
+co_start hook "$(co_python)" "$(dirname "$0")/webhook_server.py" \
   "$CO_TMP/port" "$CO_TMP/requests.jsonl" 1
 HOOK=$CO_LAST_PID
 co_wait_until 10 "webhook server port" test -s "$CO_TMP/port"
