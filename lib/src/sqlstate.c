@@ -1,6 +1,22 @@
 /*
- * sqlstate.c: the one table that turns a SQLSTATE into an oq_err kind.
- * Exact codes are matched first, then two-character classes.
+ * sqlstate.c: the one table that turns a SQLSTATE into an oq_err kind, and
+ * so decides what is transient (run it again) and what is permanent.
+ *
+ * Exact codes are matched first, then two-character classes; anything not in
+ * the table is OQ_ERR_SQL (permanent: the statement, the data or the schema
+ * is wrong, and running it again gives the same answer).
+ *
+ * Transient: OQ_ERR_RETRY (run the transaction again), OQ_ERR_CONN
+ * (reconnect, then run it again), OQ_ERR_TIMEOUT, OQ_ERR_AMBIGUOUS (the
+ * outcome must be reconciled first). Permanent: everything else.
+ *
+ * Class 08 is split by code: only the codes that mean the connection is gone
+ * or cannot be made are OQ_ERR_CONN. 08P01 (protocol violation: e.g. "bind
+ * message supplies 4 parameters, but prepared statement requires 5") is the
+ * statement's fault and happens again on every connection, so it is
+ * OQ_ERR_SQL; so is any class-08 code not listed. A connection that really
+ * broke is caught by db.c from libpq's CONNECTION_BAD whatever the SQLSTATE.
+ *
  * References: PostgreSQL "Appendix A. Error Codes"; CockroachDB reports
  * "restart transaction" errors as 40001 and ambiguous results as 40003
  * (docs: transaction-retry-error-reference, common-errors).
@@ -20,23 +36,43 @@
 #define SQLSTATE_CANNOT_CONNECT_NOW "57P03"
 #define SQLSTATE_TOO_MANY_CONNECTIONS "53300"
 #define SQLSTATE_IDLE_SESSION_TIMEOUT "57P05"
+#define SQLSTATE_CONNECTION_EXCEPTION "08000"
+#define SQLSTATE_SQLCLIENT_UNABLE_TO_CONNECT "08001"
+#define SQLSTATE_CONNECTION_DOES_NOT_EXIST "08003"
+#define SQLSTATE_SERVER_REJECTED_CONNECTION "08004"
+#define SQLSTATE_CONNECTION_FAILURE "08006"
+#define SQLSTATE_TRANSACTION_RESOLUTION_UNKNOWN "08007"
+#define SQLSTATE_PROTOCOL_VIOLATION "08P01"
 
 static const struct {
   const char *code; /* 5 chars: exact; 2 chars: class */
   oq_err err;
 } table[] = {
+    /* class 40: transaction rollback */
     {SQLSTATE_SERIALIZATION_FAILURE, OQ_ERR_RETRY},
     {SQLSTATE_DEADLOCK_DETECTED, OQ_ERR_RETRY},
     {SQLSTATE_STATEMENT_COMPLETION_UNKNOWN, OQ_ERR_AMBIGUOUS},
+    /* class 23: integrity constraint violation */
     {SQLSTATE_UNIQUE_VIOLATION, OQ_ERR_CONFLICT},
+    /* timeouts */
     {SQLSTATE_QUERY_CANCELED, OQ_ERR_TIMEOUT},
     {SQLSTATE_LOCK_NOT_AVAILABLE, OQ_ERR_TIMEOUT},
+    /* the server is going away or cannot take us now */
     {SQLSTATE_ADMIN_SHUTDOWN, OQ_ERR_CONN},
     {SQLSTATE_CRASH_SHUTDOWN, OQ_ERR_CONN},
     {SQLSTATE_CANNOT_CONNECT_NOW, OQ_ERR_CONN},
     {SQLSTATE_TOO_MANY_CONNECTIONS, OQ_ERR_CONN},
     {SQLSTATE_IDLE_SESSION_TIMEOUT, OQ_ERR_CONN},
-    {"08", OQ_ERR_CONN},    /* connection exception */
+    /* class 08, connection exception: only connection loss is OQ_ERR_CONN */
+    {SQLSTATE_CONNECTION_EXCEPTION, OQ_ERR_CONN},
+    {SQLSTATE_SQLCLIENT_UNABLE_TO_CONNECT, OQ_ERR_CONN},
+    {SQLSTATE_CONNECTION_DOES_NOT_EXIST, OQ_ERR_CONN},
+    {SQLSTATE_SERVER_REJECTED_CONNECTION, OQ_ERR_CONN},
+    {SQLSTATE_CONNECTION_FAILURE, OQ_ERR_CONN},
+    {SQLSTATE_TRANSACTION_RESOLUTION_UNKNOWN, OQ_ERR_AMBIGUOUS},
+    {SQLSTATE_PROTOCOL_VIOLATION, OQ_ERR_SQL}, /* the statement's fault */
+    {"08", OQ_ERR_SQL}, /* any other 08 code: permanent (see above) */
+    /* classes */
     {"28", OQ_ERR_AUTH},    /* invalid authorization specification */
     {"22", OQ_ERR_INVALID}, /* data exception: bad JSON, bad timestamp */
 };
