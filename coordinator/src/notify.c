@@ -12,14 +12,16 @@
 #include "notify.h"
 
 /* The receiver gets the dead row as JSON, built by the database so the
- * payload is passed through as the JSON it is. */
+ * payload is passed through as the JSON it is. Column 3 is the death's
+ * instant in microseconds since the epoch, for the Idempotency-Key. */
 static const char SQL_PENDING[] =
     "SELECT id::text, died_at::text, jsonb_build_object("
     "'event', 'dead', 'id', id, 'queue', queue, 'payload', payload,"
     " 'priority', priority, 'attempts', attempts,"
     " 'max_attempts', max_attempts, 'unique_key', unique_key,"
     " 'last_error', last_error, 'created_at', created_at,"
-    " 'died_at', died_at)::text"
+    " 'died_at', died_at)::text,"
+    " (extract(epoch FROM died_at) * 1000000)::int8::text"
     " FROM onceq_dead WHERE notified_at IS NULL ORDER BY died_at LIMIT 100";
 _Static_assert(CO_NOTIFY_BATCH == 100, "SQL_PENDING's LIMIT");
 
@@ -126,14 +128,17 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
 }
 
 /* POST body; returns the HTTP status, or 0 with why filled on a transport
- * failure. */
-static long post(co_notifier *n, const char *id, const char *body, char *why,
-                 size_t whylen)
+ * failure. The Idempotency-Key names one death, not the item: "<id>.<died_at
+ * in microseconds since the epoch>", so a retried item that dies again is
+ * delivered under a new key (a receiver that keeps keys would drop it
+ * otherwise), while a resend of the same death keeps its key. */
+static long post(co_notifier *n, const char *id, const char *died_us,
+                 const char *body, char *why, size_t whylen)
 {
-  char key[80], ua[64];
+  char key[128], ua[64];
   struct curl_slist *h = NULL, *t;
   long status = 0;
-  snprintf(key, sizeof key, "Idempotency-Key: %s", id);
+  snprintf(key, sizeof key, "Idempotency-Key: %s.%s", id, died_us);
   snprintf(ua, sizeof ua, "onceq-coordinator/%s", oq_version());
   t = curl_slist_append(h, "Content-Type: application/json");
   if (t)
@@ -194,10 +199,11 @@ oq_err co_notify_run(co_notifier *n, oq_db *db,
     const char *id = co_rows_get(&r, i, 0);
     const char *died = co_rows_get(&r, i, 1);
     const char *body = co_rows_get(&r, i, 2);
+    const char *died_us = co_rows_get(&r, i, 3);
     char why[CURL_ERROR_SIZE + 64] = "";
-    if (!id || !died || !body)
+    if (!id || !died || !body || !died_us)
       continue;
-    long status = post(n, id, body, why, sizeof why);
+    long status = post(n, id, died_us, body, why, sizeof why);
     if (*stop)
       break; /* abandoned mid-request: the next leader sends it again */
     if ((status >= 200 && status < 300) || permanent_rejection(status)) {

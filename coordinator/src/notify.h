@@ -2,7 +2,9 @@
  * notify.h: dead-job webhooks, sent by the coordinator leader. Each item in
  * onceq_dead whose notified_at is NULL is POSTed as one JSON object to
  * --notify-url (libcurl), oldest first, with the header
- * `Idempotency-Key: <item id>`.
+ * `Idempotency-Key: <item id>.<died_at, microseconds since the epoch>`:
+ * one key per death, so an item brought back by `onceq retry` that dies
+ * again is a new notification with a new key.
  *
  * Delivery is AT LEAST ONCE, and each item is recorded as notified EXACTLY
  * ONCE: notified_at is set only after the receiver answered, by

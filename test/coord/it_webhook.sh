@@ -2,10 +2,13 @@
 # it_webhook.sh: dead-job notifications. A local receiver on 127.0.0.1
 # (webhook_server.py) answers 500 to the first request, 422 to an item it
 # rejects, 200 otherwise. Checks: each dead item gets exactly one 2xx, the
-# 500 is retried (with backoff) for the same item, the Idempotency-Key is
-# the item id and the body its JSON; notified_at/notify_status are recorded;
-# nothing is sent again afterwards (also by a restarted coordinator); a new
-# dead item is sent once; the rejected one is marked 422 and not retried.
+# 500 is retried (with backoff) for the same item under the same
+# Idempotency-Key, which names the death: "<item id>.<died_at in
+# microseconds since the epoch>", and the body is its JSON;
+# notified_at/notify_status are recorded; nothing is sent again afterwards
+# (also by a restarted coordinator); a new dead item is sent once; the
+# rejected one is marked 422 and not retried; an item brought back by
+# `onceq retry` that dies again is delivered once more, under a new key.
 source "$(dirname "$0")/coord_lib.sh"
 co_setup webhook
 
@@ -36,22 +39,32 @@ co_wait_until 20 "all 5 dead items notified" co_sql_is \
 # summary: per key, the statuses in order; totals
 summary() {
   co_py - "$CO_TMP/requests.jsonl" <<'EOF'
-import json, sys, collections
+import json, sys, collections, datetime
 reqs = [json.loads(l) for l in open(sys.argv[1])]
+def us(ts):  # died_at as JSON text -> microseconds since the epoch
+    d = datetime.datetime.fromisoformat(ts)
+    e = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return (d - e) // datetime.timedelta(microseconds=1)
 by = collections.OrderedDict()
+keys = collections.OrderedDict()
 for r in reqs:
-    by.setdefault(r["key"], []).append(r["status"])
     b = r["body"]
     assert b is not None, "body is not JSON"
-    assert b["id"] == r["key"], "Idempotency-Key %s != body id %s" % (r["key"], b["id"])
+    want = "%s.%d" % (b["id"], us(b["died_at"]))
+    assert r["key"] == want, "Idempotency-Key %s != <id>.<died_at us> %s" % (r["key"], want)
     assert r["content_type"] == "application/json", r["content_type"]
     assert b["event"] == "dead" and b["queue"] == "mail", b
+    by.setdefault(b["id"], []).append(r["status"])
+    keys.setdefault(b["id"], [])
+    if r["key"] not in keys[b["id"]]:
+        keys[b["id"]].append(r["key"])
 n = lambda k: int(k[-1])
 print("requests=%d" % len(reqs))
-print("first=%s:%s" % (n(reqs[0]["key"]), reqs[0]["status"]))
+print("first=%s:%s" % (n(reqs[0]["body"]["id"]), reqs[0]["status"]))
 for k, st in sorted(by.items(), key=lambda kv: kv[0]):
     print("d%d=%s" % (n(k), ",".join(map(str, st))))
-d1 = [r["body"] for r in reqs if n(r["key"]) == 1][-1]
+    print("keys_d%d=%d" % (n(k), len(keys[k])))
+d1 = [r["body"] for r in reqs if n(r["body"]["id"]) == 1][-1]
 print("d1_body=%s/%s/%s" % (d1["payload"], d1["last_error"], d1["attempts"]))
 EOF
 }
@@ -93,6 +106,35 @@ sleep 1
 s=$(summary) || co_fail "bad requests: $(cat "$CO_TMP/requests.jsonl")"
 co_check "d6 once" "$(line d6=)" "d6=200"
 co_check "requests in all" "$(line requests=)" "requests=7"
+co_check "d1: one key for its first death (the 500 and its retry)" \
+  "$(line keys_d1=)" "keys_d1=1"
+
+# d1 is retried (`onceq retry`) and dies again: a new death, sent once more
+# under a new key (a receiver that keeps the keys it has seen would drop a
+# reused one). The second death is written the way the worker dead-letters
+# (the item row moves to onceq_dead in one statement, died_at = now()).
+out=$("$ONCEQ_CLI" --db "$CO_DSN" retry 00000000-0000-4000-8000-000000000001 2>&1) ||
+  co_fail "onceq retry failed: $out"
+co_check "d1 back in onceq_items" \
+  "$(co_sql "SELECT count(*) FROM onceq_items
+             WHERE id = '00000000-0000-4000-8000-000000000001'")" 1
+co_sql "WITH m AS (DELETE FROM onceq_items
+                   WHERE id = '00000000-0000-4000-8000-000000000001'
+                   RETURNING *)
+        INSERT INTO onceq_dead (id, queue, payload, priority, attempts,
+                                max_attempts, last_error, created_at, died_at)
+        SELECT id, queue, payload, priority, 3, max_attempts, 'boom again',
+               created_at, now()
+        FROM m" >/dev/null
+co_wait_until 10 "d1's second death notified" co_sql_is \
+  "SELECT count(*) FROM onceq_dead WHERE notified_at IS NOT NULL" 6
+sleep 1
+s=$(summary) || co_fail "bad requests: $(cat "$CO_TMP/requests.jsonl")"
+co_log "requests:"$'\n'"$s"
+co_check "d1: 500, 200, then 200 for its second death" "$(line d1=)" "d1=500,200,200"
+co_check "d1: a new key for its second death" "$(line keys_d1=)" "keys_d1=2"
+co_check "d1 body of the second death" "$(line d1_body=)" "d1_body={'n': 1}/boom again/3"
+co_check "requests in all" "$(line requests=)" "requests=8"
 kill -TERM "$C2"
 co_wait_exit "$C2" 5
 co_check "c2 exit status" "$CO_RC" 0
