@@ -12,6 +12,7 @@
 #include "logsink.h"
 #include "metrics.h"
 #include "onceq/onceq.h"
+#include "preflight.h"
 #include "worker.h"
 
 static volatile sig_atomic_t signals_seen;
@@ -47,8 +48,15 @@ int main(int argc, char **argv)
     wk_config_free(&cfg);
     return 1;
   }
-  wk_metrics *m = wk_metrics_new();
-  int rc = 1;
+  wk_metrics *m = NULL;
+  /* handler mistakes stop us here, not one item at a time */
+  int rc = wk_preflight(&cfg, err, sizeof err);
+  if (rc != 0) {
+    fprintf(stderr, "onceq-worker: %s\n", err);
+    goto out;
+  }
+  rc = 1;
+  m = wk_metrics_new();
   if (!m)
     goto out;
   if (cfg.metrics_addr) {

@@ -1,0 +1,240 @@
+/*
+ * preflight.c: the worker's start-up checks of its handler (see
+ * preflight.h). Terms: "the statement" is --sql's text; "the command" is
+ * --exec's argv[0].
+ */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "onceq/onceq.h"
+#include "onceq/stmt.h"
+#include "preflight.h"
+
+#define SQL_PARAMS_HINT                                                        \
+  "parameters are $1 payload (jsonb), $2 id (uuid), $3 queue (text), "         \
+  "$4 attempt (int)"
+
+/* Skip blanks, -- comments, block comments and stray semicolons. */
+static const char *skip_noise(const char *s)
+{
+  for (;;) {
+    while (*s && (isspace((unsigned char)*s) || *s == ';'))
+      s++;
+    if (s[0] == '-' && s[1] == '-') {
+      s += strcspn(s, "\n");
+    } else if (s[0] == '/' && s[1] == '*') {
+      const char *end = strstr(s + 2, "*/");
+      s = end ? end + 2 : s + strlen(s);
+    } else {
+      return s;
+    }
+  }
+}
+
+int wk_preflight_sql_text(const char *sql, char *err, size_t errlen)
+{
+  static const char *const tx_words[] = {"begin",     "start",    "commit",
+                                         "end",       "rollback", "abort",
+                                         "savepoint", "release"};
+  const char *s = skip_noise(sql ? sql : "");
+  if (!*s) {
+    snprintf(err, errlen,
+             "--sql is empty; give one statement, e.g. --sql "
+             "'insert into t (body) values ($1)'");
+    return 2;
+  }
+  size_t n = 0;
+  while (isalpha((unsigned char)s[n]))
+    n++;
+  for (size_t i = 0; i < sizeof tx_words / sizeof tx_words[0]; i++) {
+    if (strlen(tx_words[i]) == n && strncasecmp(s, tx_words[i], n) == 0) {
+      snprintf(err, errlen,
+               "--sql must not control the transaction (%.*s): the "
+               "statement runs inside onceq's ack transaction, which commits "
+               "it; remove the %.*s",
+               (int)n, s, (int)n, s);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+/* Prepare the statement on a connection of its own; 0, or 2 with err. */
+static int check_sql(const wk_config *cfg, char *err, size_t errlen)
+{
+  int rc = wk_preflight_sql_text(cfg->sql, err, errlen);
+  if (rc)
+    return rc;
+  static const unsigned int types[4] = {OQ_OID_JSONB, OQ_OID_UUID, OQ_OID_TEXT,
+                                        OQ_OID_INT4};
+  oq_db_opts o = {.conninfo = cfg->db,
+                  .application_name = "onceq-worker-preflight"};
+  oq_db *db = NULL;
+  if (oq_db_open(&o, &db, err, errlen) != OQ_OK)
+    return 2; /* as the worker itself would at start-up */
+  int nparams = 0;
+  oq_err e = oq_stmt_check(db, cfg->sql, 4, types, &nparams);
+  if (e == OQ_ERR_CONN) {
+    snprintf(err, errlen, "--sql could not be checked: %s", oq_db_errmsg(db));
+    rc = 2;
+  } else if (e != OQ_OK) {
+    const char *msg = oq_db_errmsg(db);
+    if (strncmp(msg, "prepare: ", 9) == 0)
+      msg += 9;
+    snprintf(err, errlen,
+             "--sql is rejected by the server: %s (SQLSTATE %s); fix the "
+             "statement (one statement; " SQL_PARAMS_HINT ")",
+             msg, oq_db_sqlstate(db));
+    rc = 2;
+  } else if (nparams > 4) {
+    snprintf(err, errlen,
+             "--sql uses $%d; only $1..$4 exist (" SQL_PARAMS_HINT ")",
+             nparams);
+    rc = 2;
+  }
+  oq_db_close(db);
+  return rc;
+}
+
+/* Whether path is a regular file we may execute; 0, or an errno. */
+static int executable(const char *path)
+{
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return errno;
+  if (S_ISDIR(st.st_mode))
+    return EISDIR;
+  if (!S_ISREG(st.st_mode))
+    return EACCES;
+  return access(path, X_OK) == 0 ? 0 : errno;
+}
+
+int wk_preflight_exec(const char *cmd, const char *path, char *err,
+                      size_t errlen)
+{
+  if (!cmd || !*cmd) {
+    snprintf(err, errlen,
+             "--exec needs a command; e.g. --exec /usr/local/bin/job");
+    return 2;
+  }
+  int e;
+  if (strchr(cmd, '/')) {
+    e = executable(cmd);
+  } else {
+    /* execvpe's search: PATH, or its default when unset */
+    if (!path)
+      path = getenv("PATH");
+    if (!path)
+      path = "/usr/bin:/bin";
+    e = ENOENT;
+    for (const char *p = path;; p++) {
+      size_t len = strcspn(p, ":");
+      char full[PATH_MAX];
+      /* an empty PATH entry is the current directory */
+      int n = snprintf(full, sizeof full, "%.*s/%s", len ? (int)len : 1,
+                       len ? p : ".", cmd);
+      if (n > 0 && (size_t)n < sizeof full) {
+        int r = executable(full);
+        if (r == 0) {
+          e = 0;
+          break;
+        }
+        if (r != ENOENT && r != ENOTDIR)
+          e = r; /* found, but not usable: say that rather than "missing" */
+      }
+      p += len;
+      if (!*p)
+        break;
+    }
+    if (e == ENOENT) {
+      snprintf(err, errlen,
+               "--exec %s: command not found in PATH; give its full path or "
+               "install it",
+               cmd);
+      return 2;
+    }
+  }
+  if (e == 0)
+    return 0;
+  if (e == ENOENT || e == ENOTDIR)
+    snprintf(err, errlen, "--exec %s: no such file; check the path", cmd);
+  else if (e == EISDIR)
+    snprintf(err, errlen,
+             "--exec %s is a directory; give the program inside it", cmd);
+  else if (e == EACCES)
+    snprintf(err, errlen,
+             "--exec %s is not an executable file; make it one (chmod +x) or "
+             "name the interpreter first",
+             cmd);
+  else
+    snprintf(err, errlen, "--exec %s cannot be run: %s", cmd, strerror(e));
+  return 2;
+}
+
+int wk_preflight_http(const char *url, char *err, size_t errlen)
+{
+  CURLU *u = curl_url();
+  if (!u) {
+    snprintf(err, errlen, "out of memory checking --http");
+    return 1;
+  }
+  int rc = 0;
+  char *scheme = NULL, *host = NULL, *port = NULL;
+  /* the URL itself is never printed: it may hold credentials */
+  CURLUcode c = curl_url_set(u, CURLUPART_URL, url, 0);
+  if (c != CURLUE_OK) {
+    snprintf(err, errlen,
+             "--http URL is not usable: %s; fix it (e.g. "
+             "https://host:8443/path, port 1-65535)",
+             curl_url_strerror(c));
+    rc = 2;
+    goto out;
+  }
+  if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+      (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
+    snprintf(err, errlen, "--http URL must start with http:// or https://");
+    rc = 2;
+    goto out;
+  }
+  if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
+    snprintf(err, errlen, "--http URL has no host; e.g. https://host/path");
+    rc = 2;
+    goto out;
+  }
+  if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK &&
+      strtol(port, NULL, 10) == 0) {
+    snprintf(err, errlen, "--http URL has port 0; give a port from 1 to 65535");
+    rc = 2;
+    goto out;
+  }
+out:
+  curl_free(port);
+  curl_free(scheme);
+  curl_free(host);
+  curl_url_cleanup(u);
+  return rc;
+}
+
+int wk_preflight(const wk_config *cfg, char *err, size_t errlen)
+{
+  switch (cfg->handler) {
+  case WK_HANDLER_SQL:
+    return check_sql(cfg, err, errlen);
+  case WK_HANDLER_EXEC:
+    return wk_preflight_exec(cfg->exec_argv ? cfg->exec_argv[0] : NULL, NULL,
+                             err, errlen);
+  case WK_HANDLER_HTTP:
+    return wk_preflight_http(cfg->http_url, err, errlen);
+  case WK_HANDLER_NONE:
+    break;
+  }
+  return 0;
+}
