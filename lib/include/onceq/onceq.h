@@ -23,6 +23,7 @@
 #include "onceq/ack.h"
 #include "onceq/enqueue.h"
 #include "onceq/duration.h"
+#include "onceq/text.h"
 
 #ifdef __cplusplus
 extern "C" {
