@@ -1,6 +1,7 @@
 /*
  * cutproxy.c: the fault-injection proxy (see cutproxy.h): one listener
- * thread, one relay thread per connection, cuts around COMMIT.
+ * thread, one relay thread per connection, cuts around COMMIT or after a
+ * matching statement, and blackholes.
  *
  * Terms:
  *  - c / client: the frontend side (the library under test);
@@ -9,6 +10,13 @@
  *    and at every Query, Sync and FunctionCall forwarded, -1 at every
  *    ReadyForQuery received. When a COMMIT was withheld from the client, the
  *    server has answered it once pending is back to 0.
+ *  - statement kind: what a prepared statement's Parse text is, as far as
+ *    the proxy cares: a COMMIT (KIND_COMMIT) and/or a text that contains the
+ *    match string (KIND_MATCH); a Bind of it fires like the text would.
+ *  - selected: a connection the blackhole applies to right now (all of
+ *    them, or those whose startup packet's application_name is the chosen
+ *    one). A selected connection in PH_RELAY enters PH_BLACKHOLE; it leaves
+ *    it only by being closed, once it is no longer selected.
  *
  * Each relay thread owns its two sockets and its buffers; what threads
  * share lives in struct cutproxy, as atomics or under its mutex.
@@ -37,8 +45,12 @@
 #define CP_MAX_MSG (1u << 30)           /* PostgreSQL's own message cap */
 #define CP_POLL_MS 50                   /* relay loop tick (drop_all latency) */
 #define CP_REPLY_TIMEOUT_MS 30000       /* wait for a withheld COMMIT reply */
-#define CP_MAX_STMTS 16                 /* named COMMIT statements tracked */
+#define CP_MAX_STMTS 16                 /* named statements tracked */
 #define CP_NAME_LEN 64
+#define CP_APP_LEN 64    /* application_name kept (longer: truncated) */
+#define CP_MATCH_LEN 256 /* match string */
+#define KIND_COMMIT 1    /* statement kind bits, see the file comment */
+#define KIND_MATCH 2
 
 struct cp_conn;
 
@@ -54,6 +66,11 @@ struct cutproxy {
   atomic_uint_fast64_t fired;    /* cuts performed */
   atomic_uint_fast64_t accepted; /* client connections accepted */
   atomic_uint drop_gen;          /* bumped by cutproxy_drop_all */
+  atomic_int bh_all;             /* blackhole every connection, new ones too */
+  atomic_int bh_app_set;         /* bh_app is non-empty */
+  atomic_int bh_now;             /* connections in PH_BLACKHOLE now */
+  atomic_uint_fast64_t bh_total; /* connections that entered PH_BLACKHOLE */
+  atomic_int match_set;          /* match is non-empty */
 
   pthread_mutex_t mu;     /* guards the four fields below */
   pthread_cond_t cv;      /* signalled when unsettled drops */
@@ -61,6 +78,8 @@ struct cutproxy {
   int unsettled;          /* fired connections not yet fully closed */
   cutproxy_cut_fn on_cut; /* see cutproxy_on_cut */
   void *on_cut_ud;
+  char bh_app[CP_APP_LEN];  /* blackholed application_name ("": none) */
+  char match[CP_MATCH_LEN]; /* CUT_AFTER_MATCH's substring ("": none) */
 
   struct cp_conn *conns; /* relay threads; touched by the listener only */
 };
@@ -78,6 +97,10 @@ typedef enum cp_phase {
                    * the client's messages up to and including Sync */
   PH_AWAIT_REPLY, /* COMMIT forwarded; the client gets nothing more; read
                    * the server's answer until pending is 0 */
+  PH_BLACKHOLE,   /* selected: nothing is forwarded either way; both sides
+                   * are read (and what they send dropped) so that their
+                   * kernels see their data acknowledged; an EOF from one
+                   * side is not passed on. Ends when no longer selected. */
   PH_DONE         /* close both sides and end the thread */
 } cp_phase;
 
@@ -97,8 +120,10 @@ typedef struct cp_conn {
   cutproxy_mode fired_mode; /* the mode this connection fired, or NONE */
   uint64_t await_start_ms;  /* monotonic ms when PH_AWAIT_REPLY began */
   char last_tag[48];        /* last CommandComplete / error while awaiting */
-  int unnamed_commit;       /* the unnamed statement is a COMMIT */
-  char commit_stmts[CP_MAX_STMTS][CP_NAME_LEN]; /* named COMMIT statements */
+  int unnamed_kind;         /* KIND_* bits of the unnamed statement */
+  char stmts[CP_MAX_STMTS][CP_NAME_LEN]; /* named statements of some kind */
+  int stmt_kind[CP_MAX_STMTS];           /* their KIND_* bits */
+  char app_name[CP_APP_LEN]; /* from the startup packet ("" if none) */
 } cp_conn;
 
 static uint64_t cp_now_ms(void)
@@ -210,46 +235,76 @@ static int is_commit_sql(const char *sql, size_t len)
   return s == end;
 }
 
-static int stmt_is_commit(const cp_conn *c, const char *name)
+/* Does the SQL text [sql, sql+len) contain the match string? */
+static int is_match_sql(cutproxy *p, const char *sql, size_t len)
+{
+  if (!atomic_load(&p->match_set))
+    return 0;
+  const char *nul = memchr(sql, '\0', len);
+  size_t n = nul ? (size_t)(nul - sql) : len;
+  pthread_mutex_lock(&p->mu);
+  size_t m = strlen(p->match);
+  int hit = 0;
+  for (size_t i = 0; m > 0 && i + m <= n && !hit; i++)
+    hit = memcmp(sql + i, p->match, m) == 0;
+  pthread_mutex_unlock(&p->mu);
+  return hit;
+}
+
+/* KIND_* bits of a SQL text. */
+static int sql_kind(cp_conn *c, const char *sql, size_t len)
+{
+  return (is_commit_sql(sql, len) ? KIND_COMMIT : 0) |
+         (is_match_sql(c->p, sql, len) ? KIND_MATCH : 0);
+}
+
+static int stmt_kind(const cp_conn *c, const char *name)
 {
   if (!*name)
-    return c->unnamed_commit;
+    return c->unnamed_kind;
   for (int i = 0; i < CP_MAX_STMTS; i++)
-    if (c->commit_stmts[i][0] && strcmp(c->commit_stmts[i], name) == 0)
-      return 1;
+    if (c->stmts[i][0] && strcmp(c->stmts[i], name) == 0)
+      return c->stmt_kind[i];
   return 0;
 }
 
-/* Remember (commit != 0) or forget the statement `name`. */
-static void stmt_set(cp_conn *c, const char *name, int commit)
+/* Remember the KIND_* bits of statement `name` (0 forgets it). */
+static void stmt_set(cp_conn *c, const char *name, int kind)
 {
   if (!*name) {
-    c->unnamed_commit = commit;
+    c->unnamed_kind = kind;
     return;
   }
   for (int i = 0; i < CP_MAX_STMTS; i++)
-    if (c->commit_stmts[i][0] && strcmp(c->commit_stmts[i], name) == 0)
-      c->commit_stmts[i][0] = '\0';
-  if (!commit || strlen(name) >= CP_NAME_LEN)
+    if (c->stmts[i][0] && strcmp(c->stmts[i], name) == 0)
+      c->stmts[i][0] = '\0';
+  if (!kind || strlen(name) >= CP_NAME_LEN)
     return;
   for (int i = 0; i < CP_MAX_STMTS; i++)
-    if (!c->commit_stmts[i][0]) {
-      memcpy(c->commit_stmts[i], name, strlen(name) + 1);
+    if (!c->stmts[i][0]) {
+      memcpy(c->stmts[i], name, strlen(name) + 1);
+      c->stmt_kind[i] = kind;
       return;
     }
 }
 
 /* ---- shared state ------------------------------------------------------ */
 
-/* Take the armed mode if there is one (exactly one caller wins). */
-static cutproxy_mode try_fire(cutproxy *p)
+/* Take the armed mode if there is one and it applies to a statement of
+ * kind `kind` (exactly one caller wins): the COMMIT modes fire on a COMMIT,
+ * CUT_AFTER_MATCH on a matching statement. */
+static cutproxy_mode try_fire(cutproxy *p, int kind)
 {
   int m = atomic_load(&p->armed);
-  while (m != CUTPROXY_NONE) {
+  for (;;) {
+    int applies = m == CUTPROXY_CUT_AFTER_MATCH ? (kind & KIND_MATCH) != 0
+                  : m != CUTPROXY_NONE          ? (kind & KIND_COMMIT) != 0
+                                                : 0;
+    if (!applies)
+      return CUTPROXY_NONE;
     if (atomic_compare_exchange_weak(&p->armed, &m, CUTPROXY_NONE))
       return (cutproxy_mode)m;
   }
-  return CUTPROXY_NONE;
 }
 
 static void note_fired(cp_conn *c, cutproxy_mode m)
@@ -318,9 +373,10 @@ static int client_message(cp_conn *c, const char *msg, size_t n)
   }
 
   switch (type) {
-  case 'Q':
-    if (is_commit_sql(body, blen)) {
-      cutproxy_mode m = try_fire(c->p);
+  case 'Q': {
+    int kind = sql_kind(c, body, blen);
+    if (kind) {
+      cutproxy_mode m = try_fire(c->p, kind);
       if (m == CUTPROXY_CUT_BEFORE_COMMIT) {
         note_fired(c, m);
         c->phase = PH_DONE; /* not forwarded */
@@ -337,12 +393,13 @@ static int client_message(cp_conn *c, const char *msg, size_t n)
     }
     c->pending++;
     break;
+  }
   case 'P': {
     const char *name = get_cstr(body, blen, &off);
     const char *query = name ? get_cstr(body, blen, &off) : NULL;
     if (!query)
       return -1;
-    stmt_set(c, name, is_commit_sql(query, strlen(query)));
+    stmt_set(c, name, sql_kind(c, query, strlen(query)));
     break;
   }
   case 'B': {
@@ -350,8 +407,9 @@ static int client_message(cp_conn *c, const char *msg, size_t n)
     const char *stmt = portal ? get_cstr(body, blen, &off) : NULL;
     if (!stmt)
       return -1;
-    if (stmt_is_commit(c, stmt)) {
-      cutproxy_mode m = try_fire(c->p);
+    int kind = stmt_kind(c, stmt);
+    if (kind) {
+      cutproxy_mode m = try_fire(c->p, kind);
       if (m == CUTPROXY_CUT_BEFORE_COMMIT) {
         note_fired(c, m);
         c->phase = PH_DONE;
@@ -384,6 +442,25 @@ static int client_message(cp_conn *c, const char *msg, size_t n)
   return forward(c, msg, n);
 }
 
+/* Keep the application_name of a startup packet (length, protocol code,
+ * then name/value C strings ended by an empty name). */
+static void startup_app_name(cp_conn *c, const char *pkt, size_t len)
+{
+  size_t off = 8;
+  for (;;) {
+    const char *k = get_cstr(pkt, len, &off);
+    if (!k || !*k)
+      return;
+    const char *v = get_cstr(pkt, len, &off);
+    if (!v)
+      return;
+    if (strcmp(k, "application_name") == 0) {
+      snprintf(c->app_name, sizeof c->app_name, "%s", v);
+      return;
+    }
+  }
+}
+
 /* Consume every complete message in c_in. */
 static int client_input(cp_conn *c)
 {
@@ -401,6 +478,7 @@ static int client_input(cp_conn *c)
         if (buf_append(&c->c_out, "N", 1) != 0)
           return -1;
       } else {
+        startup_app_name(c, c->c_in.d, len);
         if (forward(c, c->c_in.d, len) != 0)
           return -1;
         c->startup_done = 1;
@@ -534,19 +612,85 @@ static int set_nonblock(int fd)
   return 0;
 }
 
+/* Is the blackhole on for this connection right now? A connection is
+ * chosen by name only once its startup packet was read. */
+static int bh_selected(cutproxy *p, const cp_conn *c)
+{
+  if (atomic_load(&p->bh_all))
+    return 1;
+  if (!atomic_load(&p->bh_app_set) || !c->startup_done)
+    return 0;
+  pthread_mutex_lock(&p->mu);
+  int hit = p->bh_app[0] && strcmp(p->bh_app, c->app_name) == 0;
+  pthread_mutex_unlock(&p->mu);
+  return hit;
+}
+
+/* PH_BLACKHOLE: forward nothing, drop what either side sends (reading it,
+ * so that its kernel acknowledges it and neither TCP retransmission limits
+ * nor keepalives end the connection), never pass an EOF on. Returns when
+ * the connection is no longer selected, on drop_all or stop, or once both
+ * sides have closed; the caller then closes what is left. */
+static void blackhole_loop(cp_conn *c, unsigned gen)
+{
+  cutproxy *p = c->p;
+  c->phase = PH_BLACKHOLE;
+  atomic_fetch_add(&p->bh_now, 1);
+  atomic_fetch_add(&p->bh_total, 1);
+  while (c->cfd >= 0 || c->sfd >= 0) {
+    struct pollfd pf[3];
+    int nf = 0, ic = -1, is = -1;
+    pf[nf++] = (struct pollfd){.fd = p->wake[0], .events = POLLIN};
+    if (c->cfd >= 0) {
+      ic = nf;
+      pf[nf++] = (struct pollfd){.fd = c->cfd, .events = POLLIN};
+    }
+    if (c->sfd >= 0) {
+      is = nf;
+      pf[nf++] = (struct pollfd){.fd = c->sfd, .events = POLLIN};
+    }
+    int r = poll(pf, (nfds_t)nf, CP_POLL_MS);
+    if (r < 0 && errno != EINTR)
+      break;
+    if (pf[0].revents || atomic_load(&p->drop_gen) != gen || !bh_selected(p, c))
+      break;
+    if (r <= 0)
+      continue;
+    int *fds[2] = {&c->cfd, &c->sfd};
+    int idx[2] = {ic, is};
+    for (int k = 0; k < 2; k++) {
+      if (idx[k] < 0 || !(pf[idx[k]].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      char tmp[16384];
+      ssize_t n = recv(*fds[k], tmp, sizeof tmp, 0);
+      if (n == 0 ||
+          (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+        close_fd(fds[k]); /* the other side is not told */
+    }
+  }
+  atomic_fetch_sub(&p->bh_now, 1);
+  c->phase = PH_DONE;
+}
+
 static void *relay_main(void *arg)
 {
   cp_conn *c = arg;
   cutproxy *p = c->p;
   unsigned gen = atomic_load(&p->drop_gen);
 
+  if (set_nonblock(c->cfd) != 0)
+    goto out;
+  if (bh_selected(p, c)) { /* blackholed before it began: no upstream */
+    blackhole_loop(c, gen);
+    goto out;
+  }
   c->sfd = socket(p->up_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (c->sfd < 0 ||
       connect(c->sfd, (struct sockaddr *)&p->up_addr, p->up_len) != 0) {
     fprintf(stderr, "cutproxy: connect upstream: %s\n", strerror(errno));
     goto out;
   }
-  if (set_nonblock(c->sfd) != 0 || set_nonblock(c->cfd) != 0)
+  if (set_nonblock(c->sfd) != 0)
     goto out;
 
   while (c->phase != PH_DONE) {
@@ -569,6 +713,10 @@ static void *relay_main(void *arg)
       break;
     if (pf[0].revents || atomic_load(&p->drop_gen) != gen)
       break; /* stopping, or drop_all */
+    if (c->phase == PH_RELAY && bh_selected(p, c)) {
+      blackhole_loop(c, gen); /* what is buffered is never sent */
+      break;
+    }
     if (c->phase == PH_AWAIT_REPLY &&
         cp_now_ms() - c->await_start_ms > CP_REPLY_TIMEOUT_MS) {
       set_commit_result(p, "TIMEOUT");
@@ -590,6 +738,12 @@ static void *relay_main(void *arg)
     }
     if (c->phase == PH_DONE) /* cut before COMMIT */
       break;
+    if (c->phase == PH_RELAY && bh_selected(p, c)) {
+      /* its startup packet named a blackholed application: the packet
+       * (still in s_out) never reaches the server */
+      blackhole_loop(c, gen);
+      break;
+    }
     if (pf[is].revents & (POLLIN | POLLHUP | POLLERR)) {
       int rr = read_into(c->sfd, &c->s_in);
       if (rr == 0 && server_input(c) != 0)
@@ -713,6 +867,11 @@ cutproxy *cutproxy_start_on(int listen_port, const char *upstream_host,
   atomic_init(&p->fired, 0);
   atomic_init(&p->accepted, 0);
   atomic_init(&p->drop_gen, 0);
+  atomic_init(&p->bh_all, 0);
+  atomic_init(&p->bh_app_set, 0);
+  atomic_init(&p->bh_now, 0);
+  atomic_init(&p->bh_total, 0);
+  atomic_init(&p->match_set, 0);
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
 
@@ -860,6 +1019,43 @@ void cutproxy_drop_all(cutproxy *p)
   atomic_fetch_add(&p->drop_gen, 1);
 }
 
+void cutproxy_blackhole_app(cutproxy *p, const char *app)
+{
+  pthread_mutex_lock(&p->mu);
+  snprintf(p->bh_app, sizeof p->bh_app, "%s", app ? app : "");
+  atomic_store(&p->bh_app_set, p->bh_app[0] != '\0');
+  pthread_mutex_unlock(&p->mu);
+}
+
+void cutproxy_blackhole_all(cutproxy *p)
+{
+  atomic_store(&p->bh_all, 1);
+}
+
+void cutproxy_unblackhole(cutproxy *p)
+{
+  atomic_store(&p->bh_all, 0);
+  cutproxy_blackhole_app(p, NULL);
+}
+
+int cutproxy_blackholed_now(const cutproxy *p)
+{
+  return atomic_load(&((cutproxy *)p)->bh_now);
+}
+
+uint64_t cutproxy_blackholed_total(const cutproxy *p)
+{
+  return atomic_load(&((cutproxy *)p)->bh_total);
+}
+
+void cutproxy_set_match(cutproxy *p, const char *text)
+{
+  pthread_mutex_lock(&p->mu);
+  snprintf(p->match, sizeof p->match, "%s", text ? text : "");
+  atomic_store(&p->match_set, p->match[0] != '\0');
+  pthread_mutex_unlock(&p->mu);
+}
+
 const char *cutproxy_mode_name(cutproxy_mode mode)
 {
   switch (mode) {
@@ -871,6 +1067,8 @@ const char *cutproxy_mode_name(cutproxy_mode mode)
     return "cut-after-commit";
   case CUTPROXY_CUT_DURING_COMMIT:
     return "cut-during-commit";
+  case CUTPROXY_CUT_AFTER_MATCH:
+    return "cut-after-match";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 /*
  * cutproxy.h: a PostgreSQL-protocol-aware TCP proxy that cuts connections
- * around COMMIT, for fault-injection tests of the ambiguous-commit path.
+ * around COMMIT or after a chosen statement's reply, and blackholes them,
+ * for fault-injection tests of the ambiguous-commit and recovery paths.
  *
  * It listens on 127.0.0.1 and relays every accepted connection to one
  * upstream server. In the frontend->backend direction it parses the wire
@@ -14,10 +15,28 @@
  *    followed by WORK/TRANSACTION and ';', any case, any surrounding blanks),
  *    or, in the extended protocol, a Bind ('B') of a statement whose Parse
  *    ('P') text is such a COMMIT.
- *  - armed: the next COMMIT seen on any connection fires the armed mode.
+ *  - a matching statement: a simple Query whose text contains the match
+ *    string (cutproxy_set_match), or a Bind of a statement whose Parse text
+ *    contains it (set the match before that Parse).
+ *  - armed: the next COMMIT (the COMMIT modes) or matching statement
+ *    (CUTPROXY_CUT_AFTER_MATCH) seen on any connection fires the armed mode.
  *    Arming is one-shot: firing disarms. Connections accepted before or after
  *    arming are treated alike, and the proxy keeps accepting new connections
  *    after a cut (clients reconnect through it).
+ *  - blackholed: a connection the proxy has stopped relaying, in both
+ *    directions, WITHOUT closing either socket: what each side sends is read
+ *    (so its kernel sees the data acknowledged: neither TCP retransmission
+ *    limits such as tcp_user_timeout nor keepalives end the connection, only
+ *    the client's own deadline can) and dropped, and an EOF from one side is
+ *    not passed to the other. The blackhole applies to the connections whose
+ *    startup packet's application_name is a given name, or to all of them;
+ *    current and new connections alike (a new one is accepted and hears
+ *    nothing back: its startup packet never reaches the server, so the
+ *    client's connect timeout is what ends it).
+ *  - unblackhole: the blackhole is lifted; every blackholed connection is
+ *    then CLOSED on both sides (the server sees EOF and rolls back whatever
+ *    was open), not resumed: it is the partition healing after both ends
+ *    gave the connection up. New connections relay normally.
  *
  * Thread safety: every function may be called from any thread; the proxy
  * runs one listener thread plus one thread per relayed connection.
@@ -47,7 +66,14 @@ typedef enum cutproxy_mode {
   /* Forward the COMMIT and close the client's socket at once, then read
    * (and drop) the server's answer before closing the server side: the
    * client sees the drop while the commit may still be running. */
-  CUTPROXY_CUT_DURING_COMMIT = 3
+  CUTPROXY_CUT_DURING_COMMIT = 3,
+  /* Like CUT_AFTER_COMMIT, on the next matching statement instead of a
+   * COMMIT: forward it (extended protocol: up to the next Sync), wait until
+   * the server has answered it fully (ReadyForQuery), drop the reply, close
+   * both sockets. For an autocommit statement: it committed and the client
+   * never learns what it returned. cutproxy_commit_result gives its tag
+   * ("UPDATE 3"). */
+  CUTPROXY_CUT_AFTER_MATCH = 4
 } cutproxy_mode;
 
 /*
@@ -108,6 +134,23 @@ void cutproxy_on_cut(cutproxy *p, cutproxy_cut_fn fn, void *ud);
 /* Close every connection relayed right now (as if the network failed);
  * the proxy keeps listening. */
 void cutproxy_drop_all(cutproxy *p);
+
+/* The substring that makes a statement match (CUTPROXY_CUT_AFTER_MATCH);
+ * copied (up to 255 bytes); NULL or "" matches nothing. */
+void cutproxy_set_match(cutproxy *p, const char *text);
+
+/* Blackhole the connections whose application_name is app (NULL or ""
+ * clears the name; bh_all stays as it is). Takes effect on current
+ * connections within ~50 ms. */
+void cutproxy_blackhole_app(cutproxy *p, const char *app);
+/* Blackhole every connection, current and new. */
+void cutproxy_blackhole_all(cutproxy *p);
+/* Lift both blackholes; every blackholed connection is closed (see the
+ * file comment) within ~50 ms. */
+void cutproxy_unblackhole(cutproxy *p);
+/* Connections blackholed right now, and that ever entered the blackhole. */
+int cutproxy_blackholed_now(const cutproxy *p);
+uint64_t cutproxy_blackholed_total(const cutproxy *p);
 
 /* Name of a mode ("cut-after-commit", ...). */
 const char *cutproxy_mode_name(cutproxy_mode mode);
