@@ -6,30 +6,38 @@
 #include "cli.h"
 #include "table.h"
 
+/* The one way a command's error line leaves: formatted, credentials
+ * masked (a mistyped flag may carry a database URL), one line. */
+static void put_line(const char *cmd, const char *suffix, const char *fmt,
+                     va_list ap) __attribute__((format(printf, 3, 0)));
+static void put_line(const char *cmd, const char *suffix, const char *fmt,
+                     va_list ap)
+{
+  char raw[2048], masked[2048];
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  oq_text_mask_secrets(raw, masked, sizeof masked);
+  fprintf(stderr, "onceq: %s%s%s%s\n", cmd ? cmd : "", cmd ? ": " : "", masked,
+          suffix ? suffix : "");
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
+  char suffix[64];
+  snprintf(suffix, sizeof suffix, "; see `onceq %s%s--help`", cmd ? cmd : "",
+           cmd ? " " : "");
   va_list ap;
-  fprintf(stderr, "onceq: ");
-  if (cmd)
-    fprintf(stderr, "%s: ", cmd);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  put_line(cmd, suffix, fmt, ap);
   va_end(ap);
-  if (cmd)
-    fprintf(stderr, "; see `onceq %s --help`\n", cmd);
-  else
-    fprintf(stderr, "; see `onceq --help`\n");
   return CLI_EXIT_USAGE;
 }
 
 int cli_fail(int code, const char *cmd, const char *fmt, ...)
 {
   va_list ap;
-  fprintf(stderr, "onceq: %s: ", cmd);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  put_line(cmd, NULL, fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
   return code;
 }
 

@@ -74,6 +74,7 @@ int main(int argc, char **argv)
       rc = CLI_EXIT_OK;
       goto out;
     } else if (nrest == 0 && a[0] == '-') {
+      oq_conninfo_mask_in_place(a); /* --database=URL: not in ps either */
       rc = cli_usage_error(NULL, "unknown option %s", a);
       goto out;
     } else {
@@ -90,7 +91,10 @@ int main(int argc, char **argv)
       rc = commands[i].run(&g, nrest, rest);
       goto out;
     }
-  rc = cli_usage_error(NULL, "unknown command %s", rest[0]);
+  rc = cli_usage_error(NULL, "unknown command %s%s", rest[0],
+                       strstr(rest[0], "://") || strchr(rest[0], '=')
+                           ? " (the database goes in --db URL)"
+                           : "");
 out:
   free(rest);
   free(db_copy);

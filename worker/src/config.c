@@ -108,6 +108,18 @@ static int set_handler(wk_config *cfg, wk_handler_kind k, const char *flag,
   return 0;
 }
 
+/* Whether arg is --exec, --http or --sql, alone or as --name=value. */
+static bool is_handler_flag(const char *arg)
+{
+  static const char *const names[] = {"--exec", "--http", "--sql"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    size_t n = strlen(names[i]);
+    if (strncmp(arg, names[i], n) == 0 && (arg[n] == '\0' || arg[n] == '='))
+      return true;
+  }
+  return false;
+}
+
 int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
                     size_t errlen)
 {
@@ -124,6 +136,24 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
   for (int i = 1; i < argc; i++) {
     char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    /* "--name=value" is "--name value": a holds the name, val the value */
+    char name[64];
+    char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+    bool inline_val = eq != NULL;
+    if (inline_val) {
+      size_t n = (size_t)(eq - a);
+      if (n >= sizeof name)
+        n = sizeof name - 1;
+      memcpy(name, a, n);
+      name[n] = '\0';
+      if (strcmp(name, "--db") == 0) {
+        free(cfg->db);
+        cfg->db = strdup(eq + 1);
+        oq_conninfo_mask_in_place(eq + 1); /* ps shows argv */
+      }
+      val = eq + 1;
+      a = name;
+    }
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       print_usage();
       return 1;
@@ -135,6 +165,17 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     if (strcmp(a, "--exec") == 0) {
       if (set_handler(cfg, WK_HANDLER_EXEC, a, err, errlen))
         return -1;
+      if (inline_val) {
+        /* --exec=CMD [ARG...]: the command starts in this argument */
+        if (!*val)
+          return bad(err, errlen,
+                     "--exec needs a command; e.g. --exec "
+                     "/usr/local/bin/job --flag%s%s",
+                     "", NULL);
+        argv[i] = (char *)val;
+        cfg->exec_argv = &argv[i];
+        break;
+      }
       if (!val)
         return bad(err, errlen,
                    "--exec needs a command; e.g. --exec "
@@ -150,8 +191,7 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
         break;
       }
       for (int k = i + 1; k < argc; k++)
-        if (strcmp(argv[k], "--sql") == 0 || strcmp(argv[k], "--http") == 0 ||
-            strcmp(argv[k], "--exec") == 0)
+        if (is_handler_flag(argv[k]))
           return bad(err, errlen,
                      "more than one handler given (--exec and %s); choose "
                      "one, or write --exec -- CMD if %s is the command's own "
@@ -169,16 +209,26 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
       if (strcmp(a, opts[k].name) == 0)
         o = &opts[k];
-    if (!takes_value && !o)
+    if (!takes_value && !o) {
+      if (a[0] != '-')
+        return bad(err, errlen,
+                   "unexpected argument %s (options start with --; the "
+                   "database goes in --db URL); see onceq-worker --help%s",
+                   a, NULL);
       return bad(err, errlen, "unknown option %s; see onceq-worker --help%s", a,
                  NULL);
+    }
+    if (o && o->kind == OPT_FLAG && inline_val)
+      return bad(err, errlen, "%s takes no value (got %s=...)", a, a);
     if ((takes_value || (o && o->kind != OPT_FLAG)) && !val)
       return bad(err, errlen, "%s needs a value; see onceq-worker --help%s", a,
                  NULL);
     if (strcmp(a, "--db") == 0) {
-      free(cfg->db);
-      cfg->db = strdup(val);
-      oq_conninfo_mask_in_place(argv[i + 1]);
+      if (!inline_val) {
+        free(cfg->db);
+        cfg->db = strdup(val);
+        oq_conninfo_mask_in_place(argv[i + 1]);
+      }
     } else if (strcmp(a, "--queue") == 0) {
       if (cfg->nqueues >= WK_MAX_QUEUES)
         return bad(err, errlen, "too many --queue flags (max 64)%s%s", "",
@@ -214,10 +264,12 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
       continue;
     } else if (o->kind == OPT_DURATION) {
       int64_t ms;
-      if (oq_duration_parse(val, &ms) != OQ_OK)
+      /* one rule with `onceq coordinator`: a duration given is above 0 */
+      if (oq_duration_parse(val, &ms) != OQ_OK || ms <= 0)
         return bad(err, errlen,
-                   "%s %s is not a duration; write e.g. 250ms, 5s, 2m, 1h", a,
-                   val);
+                   "%s %s: expected a duration above zero, e.g. 250ms, 5s, "
+                   "2m, 1h",
+                   a, val);
       *(int64_t *)((char *)cfg + o->offset) = ms;
     } else if (o->kind == OPT_INT) {
       char *end;
@@ -229,7 +281,8 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     } else {
       *(const char **)((char *)cfg + o->offset) = val;
     }
-    i++;
+    if (!inline_val)
+      i++;
   }
   if (cfg->handler == WK_HANDLER_NONE)
     return bad(err, errlen,

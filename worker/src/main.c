@@ -24,6 +24,16 @@ static void on_signal(int sig)
     signals_seen++;
 }
 
+/* The one way usage and configuration errors leave: one line on stderr,
+ * with anything that looks like a credential masked (a mistyped flag may
+ * carry a database URL). */
+static void usage_line(const char *msg)
+{
+  char masked[OQ_ERRBUF_SIZE];
+  oq_text_mask_secrets(msg, masked, sizeof masked);
+  fprintf(stderr, "onceq-worker: %s\n", masked);
+}
+
 int main(int argc, char **argv)
 {
   wk_config cfg;
@@ -31,7 +41,7 @@ int main(int argc, char **argv)
   int p = wk_config_parse(argc, argv, &cfg, err, sizeof err);
   if (p != 0) {
     if (p < 0)
-      fprintf(stderr, "onceq-worker: %s\n", err);
+      usage_line(err);
     wk_config_free(&cfg);
     return p < 0 ? 2 : 0;
   }
@@ -52,7 +62,7 @@ int main(int argc, char **argv)
   /* handler mistakes stop us here, not one item at a time */
   int rc = wk_preflight(&cfg, err, sizeof err);
   if (rc != 0) {
-    fprintf(stderr, "onceq-worker: %s\n", err);
+    usage_line(err);
     goto out;
   }
   rc = 1;
@@ -62,7 +72,7 @@ int main(int argc, char **argv)
   if (cfg.metrics_addr) {
     int port = 0;
     if (wk_metrics_serve(m, cfg.metrics_addr, &port, err, sizeof err) != 0) {
-      fprintf(stderr, "onceq-worker: %s\n", err);
+      usage_line(err);
       rc = 2;
       goto out;
     }
