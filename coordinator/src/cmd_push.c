@@ -26,6 +26,7 @@
  * live. The ids of new items go to stdout in input order; progress, errors
  * and the summary go to stderr.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -1495,6 +1496,46 @@ static void usage(FILE *out)
           OQ_DEFAULT_MAX_ATTEMPTS, DEFAULT_BATCH);
 }
 
+/* Row callback of the --run-at check: "t" when the time is usable. */
+static oq_err run_at_row(void *ud, int ncols, const char *const *vals)
+{
+  *(bool *)ud = ncols == 1 && vals[0] && strcmp(vals[0], "t") == 0;
+  return OQ_OK;
+}
+
+/*
+ * --run-at must be a finite calendar time a person wrote: it starts with
+ * its year (so no 'infinity', 'tomorrow', 'epoch' or 'now', which the
+ * server would take), and the server reads it as a time after 1970 and
+ * before 100 years from now (so no '4000-01-01 BC'). An item due at
+ * infinity can never run. Returns CLI_EXIT_OK or the exit code after one
+ * line; nothing is inserted either way.
+ */
+static int check_run_at(oq_db *db, const char *run_at)
+{
+  static const char sql[] =
+      "SELECT $1::timestamptz > '1970-01-01 00:00:00+00'::timestamptz "
+      "AND $1::timestamptz < now() + interval '100 years'";
+  bool ok =
+      isdigit((unsigned char)run_at[0]) && isdigit((unsigned char)run_at[1]) &&
+      isdigit((unsigned char)run_at[2]) && isdigit((unsigned char)run_at[3]);
+  if (ok) {
+    const char *p[1] = {run_at};
+    oq_err e = oq_db_query(db, sql, 1, p, run_at_row, &ok);
+    if (e != OQ_OK && e != OQ_ERR_INVALID)
+      return cli_fail_db(db, e, "push", "nothing inserted");
+    if (e != OQ_OK)
+      ok = false;
+  }
+  if (!ok)
+    return cli_fail(CLI_EXIT_USAGE, "push",
+                    "--run-at %s is not a usable timestamp; write it like "
+                    "2030-01-01T09:00:00Z (ISO 8601, from 1970 to 100 years "
+                    "ahead); nothing inserted",
+                    run_at);
+  return CLI_EXIT_OK;
+}
+
 int cmd_push(const cli_globals *g, int argc, char **argv)
 {
   push_opts o = {.queue = OQ_DEFAULT_QUEUE,
@@ -1598,17 +1639,9 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
   if (!st.db)
     return rc;
   if (o.run_at) {
-    const char *p[1] = {o.run_at};
-    oq_err e = oq_db_query(st.db, "SELECT $1::timestamptz", 1, p, NULL, NULL);
-    if (e != OQ_OK) {
-      rc = e == OQ_ERR_INVALID
-               ? cli_fail(CLI_EXIT_USAGE, "push",
-                          "--run-at %s is not a timestamp; write it like "
-                          "2030-01-01T09:00:00Z",
-                          o.run_at)
-               : cli_fail_db(st.db, e, "push", NULL);
+    rc = check_run_at(st.db, o.run_at);
+    if (rc != CLI_EXIT_OK)
       goto out;
-    }
   }
   if (!o.payload) {
     /* bulk: a missing schema is found before stdin is read */

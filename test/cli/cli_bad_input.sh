@@ -43,7 +43,7 @@ bad '^onceq: push: --delay must be a duration like 250ms, 5s, 2m or 1h \(got 5\)
   push --delay 5 '{}'
 bad '^onceq: push: give --delay or --run-at, not both' \
   push --delay 5s --run-at 2030-01-01T00:00:00Z '{}'
-bad '^onceq: push: --run-at tomorrowish is not a timestamp; write it like 2030-01-01T09:00:00Z$' \
+bad '^onceq: push: --run-at tomorrowish is not a usable timestamp; write it like 2030-01-01T09:00:00Z \(ISO 8601, from 1970 to 100 years ahead\); nothing inserted$' \
   push --run-at tomorrowish '{}'
 bad '^onceq: push: --max-attempts must be a number >= 1' \
   push --max-attempts 0 '{}'
