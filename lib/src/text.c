@@ -73,7 +73,7 @@ size_t oq_text_clean(char *dst, size_t cap, const char *src, size_t n)
       dst[out++] = '?';
       in++;
     } else {
-      memcpy(dst + out, s + in, len);
+      memmove(dst + out, s + in, len); /* dst may be src */
       out += len;
       in += len;
     }

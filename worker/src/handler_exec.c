@@ -165,8 +165,10 @@ static void tail_add(tail *t, const char *p, size_t n)
 /*
  * Write prefix, then as much of the END of the tail as fits, into dst
  * (size bytes, always NUL-terminated). The text becomes a C string and
- * then a database value, so a stray NUL becomes '?' rather than silently
- * cutting it, and a cut never starts inside a UTF-8 sequence.
+ * then a database value, so it goes through oq_text_clean (onceq/text.h):
+ * a stray NUL or a byte that is not UTF-8 (a Latin-1 "M\374ller") becomes
+ * '?' rather than failing the INSERT that records the failure, and a cut
+ * never starts or ends inside a UTF-8 sequence.
  */
 static void put_text(char *dst, size_t size, const char *prefix, const tail *t)
 {
@@ -183,12 +185,7 @@ static void put_text(char *dst, size_t size, const char *prefix, const tail *t)
       start++;
     }
   }
-  size_t n = t->len - start;
-  for (size_t i = 0; i < n; i++) {
-    char ch = t->buf[start + i];
-    dst[plen + i] = ch == '\0' ? '?' : ch;
-  }
-  dst[plen + n] = '\0';
+  oq_text_clean(dst + plen, size - plen, t->buf + start, t->len - start);
 }
 
 /* "cannot run CMD: <what>: <strerror>" into r->error, outcome failed. */

@@ -11,8 +11,8 @@
  *    and dropped, so the connection stays reusable.
  *  - clean text: what we put in r->error and r->output. Both end up in
  *    PostgreSQL text columns, which reject NUL bytes and invalid UTF-8, so
- *    invalid bytes become '?' and a character cut by a length limit is
- *    dropped.
+ *    everything goes through oq_text_clean (onceq/text.h): invalid bytes
+ *    become '?' and a character cut by a length limit is dropped.
  *  - masked URL: the URL with the password of its userinfo replaced by
  *    "***" (or the whole userinfo when it has no ':', since a lone user
  *    part is often a token). Messages only ever carry the masked URL.
@@ -70,83 +70,6 @@ struct wk_http {
 
 /* ---- text helpers ------------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence at s (n bytes available), or 0 when
- * the bytes there are not one (invalid, overlong, surrogate, or cut). */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-  unsigned c = s[0];
-  size_t len;
-  unsigned min;
-  unsigned cp;
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-    min = 0x80;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    min = 0x800;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    min = 0x10000;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (n < len)
-    return 0;
-  for (size_t i = 1; i < len; i++) {
-    if ((s[i] & 0xC0) != 0x80)
-      return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-    return 0;
-  return len;
-}
-
-/*
- * Copy n bytes of src into dst (cap bytes, NUL-terminated) as clean text:
- * NUL and invalid bytes become '?'; a sequence that would not fit whole is
- * dropped, as is one cut at the end of src (our body head cuts blindly).
- * Returns the length written.
- */
-static size_t clean_text(char *dst, size_t cap, const char *src, size_t n)
-{
-  const unsigned char *s = (const unsigned char *)src;
-  size_t in = 0;
-  size_t out = 0;
-  if (cap == 0)
-    return 0;
-  while (in < n) {
-    size_t len = s[in] ? utf8_seq_len(s + in, n - in) : 0;
-    if (len == 0 && s[in] >= 0xC2 && s[in] <= 0xF4 && n - in < 4) {
-      /* Possibly a character cut by the body limit: drop the rest if it
-       * is a valid prefix (only continuation bytes follow). */
-      size_t k = in + 1;
-      while (k < n && (s[k] & 0xC0) == 0x80)
-        k++;
-      if (k == n)
-        break;
-    }
-    if (len == 0)
-      len = 1; /* replaced by '?' below */
-    if (out + len > cap - 1)
-      break;
-    if (len == 1 && (s[in] == 0 || s[in] >= 0x80)) {
-      dst[out] = '?';
-    } else {
-      memcpy(dst + out, s + in, len);
-    }
-    out += len;
-    in += len;
-  }
-  dst[out] = '\0';
-  return out;
-}
-
 /* Drop trailing whitespace (error messages read better without the
  * newline most bodies end with). */
 static void trim_right(char *s)
@@ -154,21 +77,6 @@ static void trim_right(char *s)
   size_t n = strlen(s);
   while (n > 0 && isspace((unsigned char)s[n - 1]))
     s[--n] = '\0';
-}
-
-/* After a bounded snprintf, drop a multi-byte character cut at the end. */
-static void trim_cut_utf8(char *s)
-{
-  size_t n = strlen(s);
-  size_t start = n;
-  while (start > 0 && n - start < 3 &&
-         ((unsigned char)s[start - 1] & 0xC0) == 0x80)
-    start--;
-  if (start > 0 && (unsigned char)s[start - 1] >= 0xC0)
-    start--;
-  if (start < n &&
-      utf8_seq_len((const unsigned char *)s + start, n - start) != n - start)
-    s[start] = '\0';
 }
 
 /* Replace every occurrence of secret in s (cap bytes) with "***",
@@ -208,7 +116,7 @@ static void set_text(char *dst, size_t cap, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(dst, cap, fmt, ap);
   va_end(ap);
-  trim_cut_utf8(dst);
+  oq_text_clean(dst, cap, dst, strlen(dst)); /* a character cut at the end */
 }
 
 /*
@@ -519,7 +427,7 @@ wk_http *wk_http_new(const wk_http_cfg *cfg)
     size_t n = strlen(masked);
     h->url_masked = malloc(n + 1);
     if (h->url_masked)
-      clean_text(h->url_masked, n + 1, masked, n);
+      oq_text_clean(h->url_masked, n + 1, masked, n);
     free(masked);
   }
   h->easy = curl_easy_init();
@@ -686,7 +594,7 @@ static void transport_error(wk_http *h, CURLcode rc, wk_result *r)
     }
   }
   scrub(raw, sizeof raw, h->password);
-  clean_text(detail, sizeof detail, raw, strlen(raw));
+  oq_text_clean(detail, sizeof detail, raw, strlen(raw));
   set_text(r->error, sizeof r->error, "POST %s: %s", h->url_masked, detail);
 }
 
@@ -694,7 +602,7 @@ static void transport_error(wk_http *h, CURLcode rc, wk_result *r)
 static void http_outcome(wk_http *h, long status, wk_result *r)
 {
   char body[WK_TAIL_MAX + 1];
-  clean_text(body, sizeof body, h->body, h->body_len);
+  oq_text_clean(body, sizeof body, h->body, h->body_len);
 
   if (status >= 200 && status <= 299) {
     r->outcome = WK_OK;
@@ -713,8 +621,8 @@ static void http_outcome(wk_http *h, long status, wk_result *r)
   } else if (status >= 300 && status <= 399) {
     char *loc = mask_url(h->location, NULL);
     char loc_clean[HTTP_HEADER_VALUE_MAX];
-    clean_text(loc_clean, sizeof loc_clean, loc ? loc : "",
-               loc ? strlen(loc) : 0);
+    oq_text_clean(loc_clean, sizeof loc_clean, loc ? loc : "",
+                  loc ? strlen(loc) : 0);
     free(loc);
     set_text(r->error, sizeof r->error,
              "HTTP %ld (redirect to %s not followed)%s%s", status,

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "logsink.h"
+#include "onceq/text.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static bool as_json;
@@ -35,6 +36,15 @@ static void sink(void *ud, oq_log_level level, const char *session,
   clock_gettime(CLOCK_REALTIME, &ts);
   gmtime_r(&ts.tv_sec, &tm);
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  /* Messages carry outside text (a handler's stderr, a queue name): in
+   * JSON it must be valid UTF-8; in text, one message stays one line and
+   * sends the terminal no control sequences (oq_text_escape). */
+  char safe[4096];
+  if (as_json)
+    oq_text_clean(safe, sizeof safe, msg, strlen(msg));
+  else
+    oq_text_escape(safe, sizeof safe, msg);
+  msg = safe;
   pthread_mutex_lock(&mu);
   if (as_json) {
     fprintf(stderr, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"session\":\"",

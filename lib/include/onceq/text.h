@@ -29,7 +29,8 @@ extern "C" {
  * Copy n bytes of src into dst (cap bytes, always NUL-terminated when cap
  * > 0) as clean text: a NUL or a byte that does not start a valid UTF-8
  * sequence becomes '?'; a character that would not fit whole is dropped,
- * as is one cut at the end of src. Returns strlen(dst).
+ * as is one cut at the end of src. dst may be src (cleaning in place).
+ * Returns strlen(dst).
  */
 size_t oq_text_clean(char *dst, size_t cap, const char *src, size_t n);
 
