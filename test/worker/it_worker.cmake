@@ -3,13 +3,18 @@
 # harness (ONCEQ_TEST_DSN), under ONCEQ_TEST_ISOLATION. Shared plumbing:
 # it_lib.sh. Each script skips (77) without a database.
 #
-# RUN_SERIAL: it_worker_pg_restart restarts the shared server, so nothing
-# may run beside it; the timing assertions (wake-up latency, reaping,
-# SIGSTOP past expiry) want a quiet machine too.
+# RUN_SERIAL: it_worker_pg_restart and it_worker_outage stop the shared
+# server, so nothing may run beside them; the timing assertions (wake-up
+# latency, reaping, SIGSTOP past expiry, fencing) want a quiet machine too.
+# The fault tests (outage, blackhole, lost claim reply) share
+# it_fault_lib.sh and drive the fault proxy oq_cutproxy (ONCEQ_CUTPROXY).
 if(TARGET onceq-worker AND TARGET onceq)
   set(_it_env
       "ONCEQ_WORKER=$<TARGET_FILE:onceq-worker>"
       "ONCEQ_CLI=$<TARGET_FILE:onceq>")
+  if(TARGET oq_cutproxy)
+    list(APPEND _it_env "ONCEQ_CUTPROXY=$<TARGET_FILE:oq_cutproxy>")
+  endif()
   # name|script|timeout (s)|RUN_SERIAL
   set(_it_tests
       "it_worker_sql|it_sql_handler.sh|90|FALSE"
@@ -21,7 +26,10 @@ if(TARGET onceq-worker AND TARGET onceq)
       "it_worker_pg_restart|it_pg_restart.sh|150|TRUE"
       "it_worker_notify|it_notify.sh|60|TRUE"
       "it_worker_bad_flags|it_bad_flags.sh|60|FALSE"
-      "it_worker_metrics|it_metrics.sh|60|FALSE")
+      "it_worker_metrics|it_metrics.sh|60|FALSE"
+      "it_worker_outage|it_outage.sh|300|TRUE"
+      "it_worker_blackhole|it_blackhole.sh|240|TRUE"
+      "it_worker_lost_claim_reply|it_lost_claim_reply.sh|120|TRUE")
   foreach(_t IN LISTS _it_tests)
     string(REPLACE "|" ";" _t "${_t}")
     list(GET _t 0 _name)
