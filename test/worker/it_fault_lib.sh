@@ -99,7 +99,7 @@ fl_count() {
 # fl_max_end LOG LABEL IDS: the latest end (epoch ms) of LABEL's attempts
 # of the item ids listed in file IDS; 0 when none.
 fl_max_end() {
-  awk -v lab="$2" 'NR == FNR {want[$1] = 1; next}
+  awk -v lab="$2" 'FILENAME == ARGV[1] {want[$1] = 1; next}
        $1 == "end" && $2 == lab && ($3 in want) && $4 > m {m = $4}
        END {print m + 0}' "$3" "$1"
 }

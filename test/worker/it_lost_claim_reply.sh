@@ -122,7 +122,7 @@ first_release_ms=$(it_sql "SELECT (extract(epoch FROM min(l.at)) * 1000)::int8
                            FROM first_claim f JOIN claim_log l ON l.id = f.id
                             AND l.old_claim = f.claim AND l.new_claim IS NULL")
 it_check "attempts of the lost claim's items started before its first release" \
-  "$(awk -v t="$first_release_ms" 'NR == FNR {want[$1] = 1; next}
+  "$(awk -v t="$first_release_ms" 'FILENAME == ARGV[1] {want[$1] = 1; next}
        $1 == "start" && ($3 in want) && $4 < t' "$IT_TMP/lost_ids" "$ATT" |
      wc -l | tr -d ' ')" 0
 it_check "attempts (one per item)" "$(fl_count "$ATT" start)" "$N"
