@@ -59,6 +59,13 @@ oq_db *cli_connect(const cli_globals *g, const char *cmd, int *rc)
     *rc = cli_fail(cli_exit_for(e), cmd, "%s", err);
     return NULL;
   }
+  /* a schema from a newer onceq: refuse before reading or writing it (other
+   * errors of this check are left to the command's own statements) */
+  if (oq_migrate_check_not_newer(db) == OQ_ERR_SCHEMA) {
+    *rc = cli_fail(CLI_EXIT_USAGE, cmd, "%s", oq_db_errmsg(db));
+    oq_db_close(db);
+    return NULL;
+  }
   return db;
 }
 

@@ -50,6 +50,28 @@ oq_err oq_migrate_status(oq_db *db, int *applied)
   return e;
 }
 
+/* A schema newer than this build: its tables may have changed in ways
+ * this code does not know (a column it never fills, a state it never
+ * expects), so every binary refuses it rather than guess. */
+static oq_err refuse_newer(oq_db *db, int applied)
+{
+  return oq__db_fail(db, OQ_ERR_SCHEMA, NULL,
+                     "the onceq schema in %s is version %d, newer than this "
+                     "build of onceq knows (%d); upgrade this onceq (%s) to "
+                     "the release that migrated the database",
+                     oq_db_masked_conninfo(db), applied, oq_migrate_latest(),
+                     oq_version());
+}
+
+oq_err oq_migrate_check_not_newer(oq_db *db)
+{
+  int applied = 0;
+  oq_err e = oq_migrate_status(db, &applied);
+  if (e != OQ_OK)
+    return e;
+  return applied > oq_migrate_latest() ? refuse_newer(db, applied) : OQ_OK;
+}
+
 oq_err oq_migrate_check(oq_db *db)
 {
   int applied = 0;
@@ -61,6 +83,8 @@ oq_err oq_migrate_check(oq_db *db)
                        "the onceq schema is not installed in %s; run "
                        "`onceq migrate --db URL` first",
                        oq_db_masked_conninfo(db));
+  if (applied > oq_migrate_latest())
+    return refuse_newer(db, applied);
   if (applied < oq_migrate_latest())
     return oq__db_fail(db, OQ_ERR_SCHEMA, NULL,
                        "the onceq schema in %s is version %d but this "
@@ -239,8 +263,11 @@ unlock:
 oq_err oq_migrate_run(oq_db *db, int *from, int *to)
 {
   int f = 0, t = 0;
-  oq_err e = oq_db_engine(db) == OQ_ENGINE_COCKROACH ? migrate_crdb(db, &f, &t)
-                                                     : migrate_pg(db, &f, &t);
+  /* a newer schema never becomes older: no lock needed to refuse it */
+  oq_err e = oq_migrate_check_not_newer(db);
+  if (e == OQ_OK)
+    e = oq_db_engine(db) == OQ_ENGINE_COCKROACH ? migrate_crdb(db, &f, &t)
+                                                : migrate_pg(db, &f, &t);
   if (from)
     *from = f;
   if (to)

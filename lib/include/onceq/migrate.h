@@ -25,12 +25,19 @@ const char *oq_migrate_name(int version);
 OQ_MUST_CHECK oq_err oq_migrate_status(oq_db *db, int *applied);
 
 /* Apply every missing version. from and to (may be NULL) get the version
- * before and after. */
+ * before and after. A schema newer than this library is OQ_ERR_SCHEMA. */
 OQ_MUST_CHECK oq_err oq_migrate_run(oq_db *db, int *from, int *to);
 
-/* OQ_OK when the schema is at least the version this library needs;
- * OQ_ERR_SCHEMA with a message naming `onceq migrate` otherwise. */
+/* OQ_OK when the schema is exactly the version this library needs;
+ * OQ_ERR_SCHEMA with a message naming `onceq migrate` when it is absent or
+ * older, or naming the upgrade when it is newer than this library knows. */
 OQ_MUST_CHECK oq_err oq_migrate_check(oq_db *db);
+
+/* OQ_ERR_SCHEMA (message naming the upgrade) when the schema is newer
+ * than this library knows; OQ_OK for an absent, older or current one. For
+ * commands that work on any schema they know, and for oq_migrate_run,
+ * which refuses a newer schema too. */
+OQ_MUST_CHECK oq_err oq_migrate_check_not_newer(oq_db *db);
 
 #ifdef __cplusplus
 }
