@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016 # $1..$5 and backquotes in single quotes are text
+# badinput.sh: the bad-input catalogue (issue 14). Each case is a mistake a
+# new user makes with onceq or onceq-worker; each asserts
+#   - the exit code (2: bad usage or configuration, DESIGN §6),
+#   - exactly one line on stderr naming the problem (a regex), nothing on
+#     stdout,
+#   - no password in that line,
+#   - the database afterwards: exactly as before (nothing inserted, no
+#     session or claim left), or for the runtime cases the item accounted
+#     for (dead-lettered with its real error, nothing claimed).
+# Problems are collected so that one run reports every failing case.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=test/cli/cli_lib.sh
+. "$here/../cli/cli_lib.sh"
+cli_setup badinput
+t=$CLI_TMP
+[ -x "${ONCEQ_WORKER:-}" ] || cli_fail "ONCEQ_WORKER is not executable"
+
+SECRET=Pw5eCrEt
+PROBLEMS=()
+NCASES=0
+q "CREATE TABLE ledger (id uuid, n int)"
+before=$(cli_snapshot)
+
+# run_case KIND NAME RC WANT_REGEX ARGS...: run onceq (KIND cli) or
+# onceq-worker (KIND worker) with ARGS (at most 20 s) and check the rules
+# above against the snapshot taken before.
+run_case() {
+  local kind=$1 name=$2 want_rc=$3 want=$4 bin rc=0 text lines
+  shift 4
+  NCASES=$((NCASES + 1))
+  bin=$ONCEQ_CLI
+  [ "$kind" = worker ] && bin=$ONCEQ_WORKER
+  timeout 20 "$bin" "$@" >"$t/out" 2>"$t/err" </dev/null || rc=$?
+  text=$(cat "$t/err")
+  lines=$(wc -l <"$t/err")
+  cli_log "case $NCASES ($kind) $name: exit $rc: $text"
+  [ "$rc" = "$want_rc" ] || PROBLEMS+=("$name: exit code $rc, want $want_rc")
+  [ "$lines" = 1 ] || PROBLEMS+=("$name: $lines stderr lines, want 1: $(head -c 300 "$t/err")")
+  grep -Eq -- "$want" <<<"$text" || PROBLEMS+=("$name: stderr '$text' does not match /$want/")
+  case "$text" in
+  *"$SECRET"*) PROBLEMS+=("$name: the password shows in stderr") ;;
+  esac
+  [ ! -s "$t/out" ] || PROBLEMS+=("$name: printed on stdout: $(head -c 200 "$t/out")")
+  local now
+  now=$(cli_snapshot)
+  [ "$now" = "$before" ] || PROBLEMS+=("$name: the database changed: $before -> $now")
+}
+cli_case() { run_case cli "$@"; }
+worker_case() { run_case worker "$@"; }
+
+W_URL="postgresql://u:$SECRET@127.0.0.1:1/x"
+
+# ---- passwords never in usage errors (issue 14, bad 3) ----------------------
+worker_case "worker --db=URL with a password (unreachable)" 2 '127\.0\.0\.1' \
+  "--db=$W_URL" --sql 'select 1'
+worker_case "worker --dbx=URL: unknown option" 2 '^onceq-worker: unknown option --dbx;' \
+  "--dbx=$W_URL" --sql 'select 1'
+worker_case "worker URL given positionally" 2 \
+  'unexpected argument postgresql://u:\*\*\*@127\.0\.0\.1:1/x' "$W_URL" --sql 'select 1'
+worker_case "worker conninfo given positionally" 2 \
+  'unexpected argument host=127\.0\.0\.1 password=\*\*\*' \
+  "host=127.0.0.1 password=$SECRET" --sql 'select 1'
+cli_case "onceq --database=URL list" 2 \
+  '^onceq: unknown option --database=postgresql://u:\*\*\*@127\.0\.0\.1:1/x; see `onceq --help`$' \
+  "--database=$W_URL" list
+cli_case "onceq URL given as the command" 2 \
+  '^onceq: unknown command postgresql://u:\*\*\*@.*\(the database goes in --db URL\)' \
+  "$W_URL" list
+cli_case "onceq list URL" 2 '^onceq: list: unknown argument postgresql://u:\*\*\*@' \
+  list "$W_URL"
+cli_case "onceq push --bogus=URL" 2 '^onceq: push: unknown option --bogus=postgresql://u:\*\*\*@' \
+  push "--bogus=$W_URL" '{}'
+cli_case "onceq --db=URL with a password (unreachable)" 1 \
+  '^onceq: list: cannot connect to postgresql://u:\*\*\*@127\.0\.0\.1:1/x' \
+  "--db=$W_URL" list
+
+# ---- push --run-at that can never run (issue 14, bad 4) ---------------------
+for ts in infinity -infinity tomorrow epoch now '4000-01-01 BC' 2030-13-01 \
+  1960-01-01 2200-01-01 99999-01-01; do
+  cli_case "push --run-at '$ts'" 2 \
+    "^onceq: push: --run-at $ts is not a usable timestamp; write it like 2030-01-01T09:00:00Z" \
+    push --run-at "$ts" '{}'
+done
+cli_case "push --run-at=infinity (bulk from stdin)" 2 \
+  '^onceq: push: --run-at infinity is not a usable timestamp' push --run-at=infinity
+
+# ---- zero durations: one rule for both daemons -------------------------------
+for flag in --heartbeat-interval --session-expiry --poll-interval --timeout \
+  --kill-grace --shutdown-timeout --retry-base --orphan-after; do
+  worker_case "worker $flag 0s" 2 "^onceq-worker: $flag 0s: expected a duration above zero" \
+    "$flag" 0s --sql 'select 1'
+done
+worker_case "worker --poll-interval=0ms" 2 'poll-interval 0ms: expected a duration above zero' \
+  --poll-interval=0ms --sql 'select 1'
+cli_case "coordinator --session-expiry 0s" 2 '^onceq: coordinator: --session-expiry 0s' \
+  coordinator --session-expiry 0s
+cli_case "coordinator --heartbeat-interval=0s" 2 '^onceq: coordinator: --heartbeat-interval 0s' \
+  coordinator --heartbeat-interval=0s
+
+# ---- worker flags --------------------------------------------------------------
+worker_case "worker --drain=yes" 2 '^onceq-worker: --drain takes no value' \
+  --drain=yes --sql 'select 1'
+worker_case "worker --concurrency=0" 2 '^onceq-worker: --concurrency 0 must be' \
+  --concurrency=0 --sql 'select 1'
+worker_case "worker --log-level verbose" 2 '^onceq-worker: --log-level verbose is unknown' \
+  --log-level verbose --sql 'select 1'
+worker_case "worker --exec then --sql= (two handlers)" 2 'more than one handler' \
+  --exec /bin/true --sql='select 1'
+
+# ---- --sql checked at start-up: PREPARE, never run ---------------------------
+worker_case "--sql empty" 2 '^onceq-worker: --sql is empty; give one statement' --sql ''
+worker_case "--sql only a comment" 2 '^onceq-worker: --sql is empty' --sql ' -- nothing'
+worker_case "--sql begin" 2 'must not control the transaction \(begin\)' --sql 'begin'
+worker_case "--sql COMMIT;" 2 'must not control the transaction \(COMMIT\)' --sql 'COMMIT;'
+worker_case "--sql rollback" 2 'must not control the transaction \(rollback\)' --sql 'rollback'
+worker_case "--sql two statements" 2 'rejected by the server: cannot insert multiple commands' \
+  --sql 'insert into ledger values ($2, 1); select 2'
+worker_case "--sql does not parse" 2 'rejected by the server: syntax error at or near "selec" \(SQLSTATE 42601\)' \
+  --sql 'selec 1'
+worker_case "--sql uses \$5 (issue 14, bad 1)" 2 '^onceq-worker: --sql uses \$5; only \$1\.\.\$4 exist' \
+  --sql 'insert into ledger values ($2, $5::int)'
+worker_case "--sql uses \$5 untyped" 2 '(uses \$5|parameter \$5)' \
+  --sql 'insert into ledger values ($2, $5)'
+worker_case "--sql names a missing table" 2 'relation "nosuch" does not exist \(SQLSTATE 42P01\)' \
+  --sql 'insert into nosuch values ($1)'
+worker_case "--sql \$1 used as the wrong type" 2 'rejected by the server: .*(operator|integer|jsonb)' \
+  --sql 'insert into ledger values ($2, $1 + 1)'
+
+# ---- --exec and --http checked at start-up -----------------------------------
+printf '#!/bin/sh\nexit 0\n' >"$t/noexec.sh"
+chmod 644 "$t/noexec.sh"
+worker_case "--exec missing path" 2 '^onceq-worker: --exec /nonexistent/job: no such file' \
+  --exec /nonexistent/job
+worker_case "--exec not in PATH" 2 'onceq-no-such-command-xyz: command not found in PATH' \
+  --exec onceq-no-such-command-xyz arg
+worker_case "--exec a directory" 2 "--exec $t is a directory" --exec "$t"
+if [ "$(id -u)" = 0 ] || [ ! -x "$t/noexec.sh" ]; then
+  worker_case "--exec not executable" 2 'is not an executable file; make it one \(chmod \+x\)' \
+    --exec "$t/noexec.sh"
+fi
+worker_case "--http port 99999" 2 '^onceq-worker: --http URL is not usable: .*[Pp]ort' \
+  --http http://127.0.0.1:99999/hook
+worker_case "--http port 0 with credentials" 2 'port 0' \
+  --http "http://u:$SECRET@127.0.0.1:0/hook"
+worker_case "--http no host" 2 '^onceq-worker: --http URL is not usable' --http 'http://'
+worker_case "--http bad IPv6" 2 '^onceq-worker: --http URL is not usable' --http 'http://[::1/x'
+worker_case "--http ftp URL" 2 'is not an http:// or https:// URL' --http 'ftp://example.com/'
+
+# ---- a schema newer than the binary (every binary refuses it) -----------------
+q "INSERT INTO onceq_migrations (version, name) VALUES (999, 'from_the_future')"
+before=$(cli_snapshot)
+NEWER='is version 999, newer than this build of onceq knows'
+cli_case "newer schema: onceq migrate" 2 "^onceq: migrate: .*$NEWER" migrate
+cli_case "newer schema: onceq migrate --status" 2 "^onceq: migrate: .*$NEWER" migrate --status
+cli_case "newer schema: onceq list" 2 "^onceq: list: .*$NEWER" list
+cli_case "newer schema: onceq push" 2 "^onceq: push: .*$NEWER" push '{}'
+cli_case "newer schema: onceq coordinator" 2 "$NEWER" coordinator --log-level error
+worker_case "newer schema: onceq-worker" 2 "^onceq-worker: .*$NEWER" --drain --exec /bin/true
+q "DELETE FROM onceq_migrations WHERE version = 999"
+before=$(cli_snapshot)
+
+# ---- runtime: an --exec handler's stderr is not UTF-8 (issue 14, bad 2) --------
+# The failure is recorded with its real message (invalid bytes as '?'), the
+# item is dead-lettered at once (--max-attempts 1), nothing stays claimed;
+# a newline in stderr cannot forge a log line.
+NCASES=$((NCASES + 1))
+cat >"$t/latin1.sh" <<'SH'
+#!/bin/sh
+cat >/dev/null
+printf 'Fehler: Datei M\374ller.txt fehlt\nFORGED 2026-01-01T00:00:00.000Z error \033[31mred\n' >&2
+exit 3
+SH
+chmod 755 "$t/latin1.sh"
+id=$("$ONCEQ_CLI" push --queue latin1 --max-attempts 1 '{"file": "x"}')
+rc=0
+timeout 30 "$ONCEQ_WORKER" --queue latin1 --drain --retry-base 50ms \
+  --exec "$t/latin1.sh" >"$t/latin1.log" 2>&1 </dev/null || rc=$?
+cli_log "latin1 worker exit $rc"
+[ "$rc" != 124 ] || PROBLEMS+=("latin-1 stderr: the worker did not finish its drain within 30 s")
+err=$(q "SELECT last_error FROM onceq_dead WHERE id = '$id'")
+case "$err" in
+*'exit status 3'*'Fehler: Datei M?ller.txt fehlt'*)
+  cli_log "ok: dead row error: $(printf '%q' "$err")" ;;
+*) PROBLEMS+=("latin-1 stderr: dead row's last_error is '$err', want the exit status and 'M?ller'") ;;
+esac
+left=$(q "SELECT count(*) FROM onceq_items WHERE id = '$id'")
+[ "$left" = 0 ] || PROBLEMS+=("latin-1 stderr: the item is still in onceq_items ($left)")
+sessions=$(q "SELECT count(*) FROM onceq_sessions")
+[ "$sessions" = 0 ] || PROBLEMS+=("latin-1 stderr: $sessions session row(s) left")
+if grep -q '^FORGED' "$t/latin1.log"; then
+  PROBLEMS+=("latin-1 stderr: a newline in stderr forged a log line: $(grep '^FORGED' "$t/latin1.log")")
+fi
+if grep -q $'\033' "$t/latin1.log"; then
+  PROBLEMS+=("latin-1 stderr: an escape sequence reached the text log")
+fi
+if ! LC_ALL=C.UTF-8 iconv -f UTF-8 -t UTF-8 "$t/latin1.log" >/dev/null 2>&1; then
+  PROBLEMS+=("latin-1 stderr: the text log is not valid UTF-8")
+fi
+
+if [ ${#PROBLEMS[@]} -gt 0 ]; then
+  cli_fail "$NCASES cases, ${#PROBLEMS[@]} problem(s):$(printf '\n  - %s' "${PROBLEMS[@]}")"
+fi
+cli_log "ok: all $NCASES bad-input cases"
+cli_log "PASS"
