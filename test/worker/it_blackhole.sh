@@ -13,9 +13,13 @@
 #      onceq-worker-heartbeat, new ones too) is blackholed;
 #   2. every connection of W1 is blackholed, new ones too.
 # In each phase:
-#  - W1 logs "session is fenced" at most (expiry - fence margin) +
-#    FENCE_SLACK_MS after its last heartbeat that landed (heartbeated_at,
-#    read from the database: a bound on the worker's own last-ok instant);
+#  - W1 fences at most (expiry - fence margin) + FENCE_SLACK_MS after its
+#    last heartbeat that landed (heartbeated_at, read from the database: a
+#    bound on the worker's own last-ok instant). The fence instant is the
+#    first of its visible effects: the "session is fenced" log line, or the
+#    first of its children stopped (the line comes from the heartbeat
+#    thread, which a blocked statement may hold up to its deadline; the
+#    state itself is computed when read). The line must appear too;
 #  - every attempt W1 ran ended (SIGTERM, "term") before the session's
 #    reap instant (heartbeated_at + expiry), the earliest moment W2's
 #    reaper may take it over: no slack there;
@@ -81,20 +85,37 @@ phase() {
 
   # until W1 fences: keep the last heartbeat that landed
   hb=$hb0
-  fenced() {
+  first_stop() {
+    awk -v a="$t_bh" 'FILENAME == ARGV[1] {want[$1] = 1; next}
+         $1 == "end" && $2 == "W1" && ($3 in want) && $4 >= a &&
+         (m == 0 || $4 < m) {m = $4} END {if (m) print m}' "$ids" "$ATT"
+  }
+  fence_seen() {
     local v
     v=$(it_sql "SELECT (extract(epoch FROM heartbeated_at) * 1000)::int8
                 FROM onceq_sessions WHERE id = '$sid'")
     [ -z "$v" ] || hb=$v
+    [ -n "$(fl_log_first_ms "$IT_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")" ] ||
+      [ -n "$(first_stop)" ]
+  }
+  it_wait_until $(((EXPIRY_MS + 3000) / 1000)) "W1 to fence (phase $ph)" fence_seen
+  fence_logged() {
     [ -n "$(fl_log_first_ms "$IT_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")" ]
   }
-  it_wait_until $(((EXPIRY_MS + 3000) / 1000)) "W1 to fence (phase $ph)" fenced
-  t_fence=$(fl_log_first_ms "$IT_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")
+  it_wait_until $(((EXPIRY_MS + 3000) / 1000)) \
+    "W1's 'session is fenced' line (phase $ph)" fence_logged
+  t_log=$(fl_log_first_ms "$IT_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")
+  t_stop1=$(first_stop)
+  t_fence=$t_log
+  [ -z "$t_stop1" ] || [ "$t_stop1" -ge "$t_fence" ] || t_fence=$t_stop1
   grep -q "blackholed now [1-9]" "$IT_TMP/px.log" ||
     it_fail "the proxy never blackholed a connection"
   r_ms=$((hb + EXPIRY_MS))
   it_metric "blackhole_${ph}_fence_after_last_heartbeat" $((t_fence - hb)) ms \
     "bound $((EXPIRY_MS - MARGIN_MS)) + $FENCE_SLACK_MS slack"
+  it_metric "blackhole_${ph}_fence_line_after_last_heartbeat" $((t_log - hb)) ms
+  [ -z "$t_stop1" ] ||
+    it_metric "blackhole_${ph}_first_child_stopped_after_last_heartbeat" $((t_stop1 - hb)) ms
   it_metric "blackhole_${ph}_fence_after_blackhole" $((t_fence - t_bh)) ms
   it_check_le "phase $ph: fence delay after the last landed heartbeat (ms)" \
     $((t_fence - hb)) $((EXPIRY_MS - MARGIN_MS + FENCE_SLACK_MS))
