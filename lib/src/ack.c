@@ -74,6 +74,16 @@ static oq_err read_claim(void *ud, int ncols, const char *const *vals)
   return OQ_OK;
 }
 
+/* The claim's identity parameter: its claimed_at in microseconds, or NULL
+ * (match any claim of the session) for an item built by hand. */
+static const char *claim_us(const oq_item *item, char *buf, size_t len)
+{
+  if (item->claimed_at_us == 0)
+    return NULL;
+  snprintf(buf, len, "%lld", (long long)item->claimed_at_us);
+  return buf;
+}
+
 static bool out_of_time(const oq_retry_policy *p, uint64_t start)
 {
   uint64_t now = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
@@ -87,7 +97,9 @@ oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item, oq_ack_fn fn,
   const char *sid = oq_session_id(s);
   const oq_retry_policy *p = oq__db_policy(db);
   uint64_t start = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
-  bool ambiguous = false;
+  /* called again after OQ_ERR_AMBIGUOUS for this item: reconcile before
+   * anything runs again (ack.h) */
+  bool ambiguous = oq__db_take_ambiguous(db, item->id);
   oq_err e = OQ_OK;
   if (reconciled)
     *reconciled = false;
@@ -144,11 +156,13 @@ oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item, oq_ack_fn fn,
       oq__policy_sleep(p, oq_backoff_delay_ms(p, round, oq__db_rng(db)));
   }
 give_up:
-  if (ambiguous)
+  if (ambiguous) {
+    oq__db_set_ambiguous(db, item->id);
     return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
                        "ack of item %s: commit outcome still unknown (%s); "
                        "call oq_ack again once the database is reachable",
                        item->id, oq_db_errmsg(db));
+  }
   return e;
 }
 
@@ -348,10 +362,12 @@ oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
   snprintf(delay, sizeof delay, "%d", delay_ms);
   const char *sid = oq_session_id(s);
   const char *err = error ? error : "failed";
-  const char *retry[4] = {item->id, sid, delay, err};
+  char us[24];
+  const char *ident = claim_us(item, us, sizeof us);
+  const char *retry[5] = {item->id, sid, delay, err, ident};
   long n = 0;
   oq_engine eng = oq_db_engine(db);
-  oq_err e = oq__db_query_retry(db, oq__sql(eng, OQ__SQL_FAIL_RETRY), 4, retry,
+  oq_err e = oq__db_query_retry(db, oq__sql(eng, OQ__SQL_FAIL_RETRY), 5, retry,
                                 NULL, NULL, &n);
   if (e != OQ_OK)
     return e;
@@ -363,8 +379,8 @@ oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
            item->max_attempts, delay_ms, err);
     return OQ_OK;
   }
-  const char *dead[3] = {item->id, sid, err};
-  e = oq__db_query_retry(db, oq__sql(eng, OQ__SQL_FAIL_DEAD), 3, dead, NULL,
+  const char *dead[4] = {item->id, sid, err, ident};
+  e = oq__db_query_retry(db, oq__sql(eng, OQ__SQL_FAIL_DEAD), 4, dead, NULL,
                          NULL, &n);
   if (e != OQ_OK)
     return e;
@@ -378,22 +394,95 @@ oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
   return OQ_OK;
 }
 
-oq_err oq_release(oq_db *db, const oq_session *s, const char *const *ids,
+oq_err oq_release(oq_db *db, const oq_session *s, const oq_item *items,
                   size_t n, size_t *nreleased)
 {
   if (nreleased)
     *nreleased = 0;
   if (n == 0)
     return OQ_OK;
-  char *arr = id_array(ids, n);
-  if (!arr)
-    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
-  const char *params[2] = {arr, oq_session_id(s)};
+  const char **ids = calloc(n, sizeof *ids);
+  const char **pairs = calloc(n, sizeof *pairs);
+  char *buf = malloc(n * (OQ_UUID_LEN + 24));
+  char *ida = NULL, *pairsa = NULL;
+  oq_err e = OQ_OK;
+  if (!ids || !pairs || !buf) {
+    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char *p = buf + i * (OQ_UUID_LEN + 24);
+    if (items[i].claimed_at_us)
+      snprintf(p, OQ_UUID_LEN + 24, "%s@%lld", items[i].id,
+               (long long)items[i].claimed_at_us);
+    else
+      snprintf(p, OQ_UUID_LEN + 24, "%s@*", items[i].id);
+    ids[i] = items[i].id;
+    pairs[i] = p;
+  }
+  ida = id_array(ids, n);
+  pairsa = oq__text_array(pairs, n);
+  if (!ida || !pairsa) {
+    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+    goto out;
+  }
+  const char *params[3] = {ida, oq_session_id(s), pairsa};
   long k = 0;
-  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_RELEASE),
-                                2, params, NULL, NULL, &k);
-  free(arr);
+  e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_RELEASE), 3,
+                         params, NULL, NULL, &k);
   if (e == OQ_OK && nreleased)
     *nreleased = (size_t)(k > 0 ? k : 0);
+out:
+  free(ida);
+  free(pairsa);
+  free(buf);
+  free(pairs);
+  free(ids);
   return e;
+}
+
+typedef struct claims_acc {
+  oq_item *items;
+  size_t n, cap;
+} claims_acc;
+
+static oq_err add_claim(void *ud, int ncols, const char *const *vals)
+{
+  claims_acc *a = ud;
+  if (ncols < 2 || !vals[0])
+    return OQ_OK;
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 16;
+    oq_item *more = realloc(a->items, cap * sizeof *more);
+    if (!more)
+      return OQ_ERR_NOMEM;
+    a->items = more;
+    a->cap = cap;
+  }
+  oq_item *it = &a->items[a->n++];
+  memset(it, 0, sizeof *it);
+  snprintf(it->id, sizeof it->id, "%s", vals[0]);
+  it->claimed_at_us = vals[1] ? strtoll(vals[1], NULL, 10) : 0;
+  return OQ_OK;
+}
+
+oq_err oq_session_claims_list(oq_db *db, const oq_session *s, oq_item **items,
+                              size_t *n)
+{
+  *items = NULL;
+  *n = 0;
+  claims_acc a = {0};
+  const char *params[1] = {oq_session_id(s)};
+  oq_err e = oq__db_query_retry(
+      db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIMS_OF_SESSION), 1, params,
+      add_claim, &a, NULL);
+  if (e == OQ_ERR_NOMEM)
+    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  if (e != OQ_OK) {
+    free(a.items);
+    return e;
+  }
+  *items = a.items;
+  *n = a.n;
+  return OQ_OK;
 }

@@ -4,6 +4,7 @@
  * collided spread out instead of colliding again, while the cap still bounds
  * the wait (AWS "Exponential Backoff And Jitter", the full-jitter family).
  */
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,8 +40,16 @@ uint64_t oq__xorshift64(uint64_t *state)
   return x;
 }
 
+uint64_t oq_backoff_seed(void)
+{
+  return oq__seed();
+}
+
 uint64_t oq__seed(void)
 {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r && r)
+    return r;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^

@@ -61,12 +61,15 @@ static oq_err claim_precheck(oq_db *db, const oq_session *s,
 /* A claim statement failing with 23503 means our session row is gone. */
 static oq_err session_gone(oq_db *db, const oq_session *s, oq_err e)
 {
-  if (e == OQ_ERR_SQL && strcmp(oq_db_sqlstate(db), "23503") == 0)
-    /* foreign_key_violation: our session row is gone */
+  if (e == OQ_ERR_SQL && strcmp(oq_db_sqlstate(db), "23503") == 0) {
+    /* foreign_key_violation: our session row is gone; the library marks
+     * its own session, so callers branch on the code alone */
+    oq__session_mark_lost(s);
     return oq__db_fail(db, OQ_ERR_SESSION_LOST, "23503",
                        "session %s no longer exists (reaped); open a new "
                        "session",
                        oq_session_id(s));
+  }
   return e;
 }
 

@@ -7,6 +7,7 @@
  * libpq says CONNECTION_BAD; any error on a bad connection is OQ_ERR_CONN
  * (before COMMIT) or OQ_ERR_AMBIGUOUS (during COMMIT).
  */
+#include <errno.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -29,8 +30,9 @@ struct oq_db {
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
   unsigned claim_turn;   /* per-queue claims: which queue goes first */
   bool per_queue_claims; /* test hook: claim queue by queue on PG too */
-  oq_err last;           /* last error code */
-  char sqlstate[6];      /* last SQLSTATE or "" */
+  char ambiguous_id[OQ_UUID_LEN + 1]; /* oq_ack gave up ambiguous on it */
+  oq_err last;                        /* last error code */
+  char sqlstate[6];                   /* last SQLSTATE or "" */
   char errmsg[OQ_ERRBUF_SIZE];
 };
 
@@ -141,6 +143,19 @@ const oq_db_opts *oq__db_opts(const oq_db *db)
   return &db->opts;
 }
 
+void oq__db_set_ambiguous(oq_db *db, const char *item_id)
+{
+  snprintf(db->ambiguous_id, sizeof db->ambiguous_id, "%s", item_id);
+}
+
+bool oq__db_take_ambiguous(oq_db *db, const char *item_id)
+{
+  if (!db->ambiguous_id[0] || strcmp(db->ambiguous_id, item_id) != 0)
+    return false;
+  db->ambiguous_id[0] = '\0';
+  return true;
+}
+
 /* Server NOTICEs ("relation already exists, skipping") go to the debug log,
  * not to the program's stderr. */
 static void on_notice(void *ud, const char *msg)
@@ -169,7 +184,7 @@ static oq_err connect_now(oq_db *db)
   const char *keys[48];
   const char *vals[48];
   int n = 0;
-  int has_app = 0, has_timeout = 0, has_keepalive = 0;
+  int has_app = 0, has_timeout = 0, has_keepalive = 0, has_user_timeout = 0;
   for (PQconninfoOption *o = parsed; o->keyword && n < 40; o++) {
     if (!o->val)
       continue;
@@ -179,15 +194,24 @@ static oq_err connect_now(oq_db *db)
       has_timeout = 1;
     if (strncmp(o->keyword, "keepalives", 10) == 0)
       has_keepalive = 1;
+    if (strcmp(o->keyword, "tcp_user_timeout") == 0)
+      has_user_timeout = 1;
     if (strcmp(o->keyword, "password") == 0 && !db->password)
       db->password = dupstr(o->val);
     keys[n] = o->keyword;
     vals[n] = o->val;
     n++;
   }
-  char timeout[16];
-  snprintf(timeout, sizeof timeout, "%d",
-           db->opts.connect_timeout_s > 0 ? db->opts.connect_timeout_s : 5);
+  char timeout[16], user_timeout[16];
+  int connect_s =
+      db->opts.connect_timeout_s > 0 ? db->opts.connect_timeout_s : 5;
+  /* with a deadline, connecting may not take longer either (libpq's
+   * minimum is 2 s) */
+  if (db->opts.connect_timeout_s <= 0 && db->opts.deadline_ms > 0)
+    connect_s =
+        db->opts.deadline_ms / 1000 > 2 ? db->opts.deadline_ms / 1000 : 2;
+  snprintf(timeout, sizeof timeout, "%d", connect_s);
+  snprintf(user_timeout, sizeof user_timeout, "%d", db->opts.deadline_ms);
   if (!has_app) {
     keys[n] = "application_name";
     vals[n++] = db->app_name ? db->app_name : "onceq";
@@ -205,6 +229,13 @@ static oq_err connect_now(oq_db *db)
     vals[n++] = "3";
     keys[n] = "keepalives_count";
     vals[n++] = "3";
+  }
+  /* data unacknowledged by the peer for this long kills the connection
+   * (Linux TCP_USER_TIMEOUT; libpq 12+), so a dead host is noticed within
+   * the deadline even while a write is outstanding */
+  if (!has_user_timeout && db->opts.deadline_ms > 0) {
+    keys[n] = "tcp_user_timeout";
+    vals[n++] = user_timeout;
   }
   keys[n] = NULL;
   vals[n] = NULL;
@@ -345,6 +376,81 @@ static oq_err fail_from_result(oq_db *db, PGresult *res, const char *what)
   return oq__db_fail(db, code, state, "%s: %s", what, msg);
 }
 
+/*
+ * Collect the answer to the query just sent, waiting at most the
+ * connection's deadline (oq_db_opts.deadline_ms; 0: no limit). Past the
+ * deadline the connection is closed, so no call outlives it whatever the
+ * network does (a blackholed peer: TCP would retry for many minutes), and
+ * NULL is returned with *timed_out set. Otherwise the result PQexec would
+ * give: the first error, else the last result.
+ */
+static PGresult *await_result(oq_db *db, bool *timed_out)
+{
+  *timed_out = false;
+  uint64_t until =
+      db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
+  PGresult *kept = NULL;
+  for (;;) {
+    while (PQisBusy(db->conn)) {
+      int flush = PQflush(db->conn); /* 1: more to send */
+      struct pollfd pfd = {.fd = PQsocket(db->conn),
+                           .events = POLLIN | (flush == 1 ? POLLOUT : 0)};
+      int wait_ms = -1;
+      if (until) {
+        uint64_t now = oq_monotonic_ms();
+        if (now >= until) {
+          *timed_out = true;
+          PQclear(kept);
+          PQfinish(db->conn);
+          db->conn = NULL;
+          return NULL;
+        }
+        wait_ms = (int)(until - now);
+      }
+      if (pfd.fd < 0 || flush < 0)
+        break;
+      int r = poll(&pfd, 1, wait_ms);
+      if (r < 0 && errno != EINTR)
+        break;
+      if (r > 0 && !PQconsumeInput(db->conn))
+        break; /* PQgetResult reports the failure */
+    }
+    PGresult *res = PQgetResult(db->conn);
+    if (!res)
+      break;
+    if (kept && PQresultStatus(kept) != PGRES_COMMAND_OK &&
+        PQresultStatus(kept) != PGRES_TUPLES_OK &&
+        PQresultStatus(kept) != PGRES_EMPTY_QUERY) {
+      PQclear(res); /* keep the first error */
+    } else {
+      PQclear(kept);
+      kept = res;
+    }
+    if (PQstatus(db->conn) == CONNECTION_BAD)
+      break;
+  }
+  return kept;
+}
+
+/* The connection was closed at its deadline: record that on db. */
+static oq_err deadline_passed(oq_db *db, const char *what)
+{
+  return oq__db_fail(db, OQ_ERR_CONN, NULL,
+                     "%s: no answer from %s within the %d ms deadline; the "
+                     "connection was closed",
+                     what, db->masked, db->opts.deadline_ms);
+}
+
+/* Send sql (simple protocol) and collect its answer within the deadline.
+ * NULL with *timed_out when the deadline passed (the connection is gone). */
+static PGresult *exec_simple(oq_db *db, const char *sql, bool *timed_out)
+{
+  *timed_out = false;
+  if (!PQsendQuery(db->conn, sql))
+    return NULL;
+  return await_result(db, timed_out);
+}
+
 /* Count of rows a command affected (PQcmdTuples), or -1 when unknown. */
 static long affected_rows(PGresult *res)
 {
@@ -361,8 +467,13 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
     return oq__db_fail(db, OQ_ERR_CONN, NULL,
                        "not connected to %s; the connection was lost",
                        db->masked);
-  PGresult *res = PQexecParams(db->conn, sql, nparams, (const Oid *)types,
-                               params, NULL, NULL, 0);
+  bool timed_out = false;
+  PGresult *res = NULL;
+  if (PQsendQueryParams(db->conn, sql, nparams, (const Oid *)types, params,
+                        NULL, NULL, 0))
+    res = await_result(db, &timed_out);
+  if (timed_out)
+    return deadline_passed(db, "query failed");
   oq_err e = OQ_OK;
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -465,7 +576,10 @@ oq_err oq__db_simple(oq_db *db, const char *sql)
   if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
     return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
                        db->masked);
-  PGresult *res = PQexec(db->conn, sql);
+  bool timed_out = false;
+  PGresult *res = exec_simple(db, sql, &timed_out);
+  if (timed_out)
+    return deadline_passed(db, "statement failed");
   oq_err e = OQ_OK;
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
@@ -518,7 +632,13 @@ oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
  */
 static oq_err commit(oq_db *db)
 {
-  PGresult *res = PQexec(db->conn, "COMMIT");
+  bool timed_out = false;
+  PGresult *res = exec_simple(db, "COMMIT", &timed_out);
+  if (timed_out) {
+    deadline_passed(db, "COMMIT");
+    return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL, "COMMIT outcome unknown: %s",
+                       db->errmsg);
+  }
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   oq_err e = OQ_OK;
   if (st == PGRES_COMMAND_OK) {
@@ -539,7 +659,8 @@ static void rollback_quietly(oq_db *db)
 {
   if (db->conn && PQstatus(db->conn) == CONNECTION_OK &&
       PQtransactionStatus(db->conn) != PQTRANS_IDLE) {
-    PGresult *res = PQexec(db->conn, "ROLLBACK");
+    bool timed_out = false;
+    PGresult *res = exec_simple(db, "ROLLBACK", &timed_out);
     PQclear(res);
   }
 }

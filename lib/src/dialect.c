@@ -15,6 +15,12 @@
   "(extract(epoch FROM created_at) * 1000000)::int8, "                         \
   "(extract(epoch FROM claimed_at) * 1000000)::int8, part"
 
+/* A claim's identity beside the session: the claim's own timestamp, as the
+ * claim statement returned it (the same expression on the same stored
+ * value, so it compares exactly on both engines). Failure paths match it so
+ * a stale retry cannot touch a newer claim of the same item (ABA). */
+#define CLAIM_US "(extract(epoch FROM claimed_at) * 1000000)::int8"
+
 #define READY                                                                  \
   "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "             \
   "AND attempts < max_attempts"
@@ -135,17 +141,26 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " run_at = now() + $3::int8 * interval '1 millisecond',"
         " last_error = $4::text"
         " WHERE id = $1::uuid AND claim = $2::uuid"
+        " AND ($5::int8 IS NULL OR " CLAIM_US " = $5::int8)"
         " AND attempts < max_attempts",
     [OQ__SQL_FAIL_DEAD] =
         "WITH d AS (DELETE FROM onceq_items WHERE id = $1::uuid"
-        " AND claim = $2::uuid RETURNING " DEAD_COLS ")"
+        " AND claim = $2::uuid"
+        " AND ($4::int8 IS NULL OR " CLAIM_US " = $4::int8)"
+        " RETURNING " DEAD_COLS ")"
         " INSERT INTO onceq_dead (" DEAD_COLS ")"
         " SELECT id, queue, payload, priority, attempts, max_attempts,"
         " unique_key, $3::text, created_at FROM d",
     [OQ__SQL_RELEASE] =
         "UPDATE onceq_items SET claim = NULL, claimed_at = NULL,"
         " attempts = greatest(attempts - 1, 0)"
-        " WHERE id = ANY($1::uuid[]) AND claim = $2::uuid",
+        " WHERE id = ANY($1::uuid[]) AND claim = $2::uuid"
+        " AND (id::text || '@' || " CLAIM_US "::text = ANY($3::text[])"
+        " OR id::text || '@*' = ANY($3::text[]))",
+    /* the reconciliation sweep: served by the index on claim */
+    [OQ__SQL_CLAIMS_OF_SESSION] =
+        "SELECT id::text, " CLAIM_US " FROM onceq_items"
+        " WHERE claim = $1::uuid",
     [OQ__SQL_ENQUEUE] =
         "INSERT INTO onceq_items (queue, payload, priority, run_at,"
         " max_attempts, unique_key)"
@@ -160,8 +175,11 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " VALUES ($1::int8 * interval '1 millisecond', $2::text, $3::int,"
         " $4::text, $5::text) RETURNING id::text",
     [OQ__SQL_SESSION_END] = "DELETE FROM onceq_sessions WHERE id = $1::uuid",
+    /* an expired row is never revived (DESIGN §4a): 0 rows means lost even
+     * if no reaper has deleted it yet */
     [OQ__SQL_HEARTBEAT] = "UPDATE onceq_sessions SET heartbeated_at = now()"
-                          " WHERE id = $1::uuid",
+                          " WHERE id = $1::uuid"
+                          " AND heartbeated_at + expiry >= now()",
     /* now() is the database's clock: worker clocks never decide expiry */
     [OQ__SQL_REAP_SESSIONS] = "DELETE FROM onceq_sessions"
                               " WHERE heartbeated_at + expiry < now()"

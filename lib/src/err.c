@@ -17,6 +17,7 @@ static const char *const texts[OQ_ERR__COUNT] = {
     [OQ_ERR_TIMEOUT] = "timed out",
     [OQ_ERR_SQL] = "SQL error",
     [OQ_ERR_CALLBACK] = "callback failed",
+    [OQ_ERR_FENCED] = "session fenced",
 };
 
 const char *oq_strerror(oq_err err)

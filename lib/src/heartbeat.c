@@ -6,6 +6,11 @@
  *   BEATING   - connected; beats every interval
  *   OFFLINE   - connection lost; reconnects on each beat time
  *   DONE      - the session is lost; the thread only waits for stop()
+ *
+ * The thread does not decide fencing: the session's state is computed from
+ * the clock whenever anyone reads it (session.c), so a beat stuck on a dead
+ * network cannot hold a fence off. The thread only reports the state
+ * changes it observes through the callback.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -28,15 +33,20 @@ struct oq_heartbeat {
   oq_session *session;
   oq_session_event_fn cb;
   void *ud;
+  oq_session_state seen;  /* the last state reported (thread only) */
   _Atomic bool paused;    /* fault injection: send nothing */
   _Atomic uint64_t beats; /* heartbeats that landed */
 };
 
-static void notify(oq_heartbeat *hb, oq_session_state before)
+/* Report a state change since the last report (thread only). */
+static void notify(oq_heartbeat *hb)
 {
   oq_session_state now = oq_session_state_get(hb->session);
-  if (now != before && hb->cb)
-    hb->cb(hb->ud, hb->session, now);
+  if (now != hb->seen) {
+    hb->seen = now;
+    if (hb->cb)
+      hb->cb(hb->ud, hb->session, now);
+  }
 }
 
 /*
@@ -85,18 +95,20 @@ static hb_state beat(oq_heartbeat *hb, hb_state st)
            oq_db_errmsg(hb->db));
     return HB_BEATING;
   }
-  oq_session_state before = oq_session_state_get(hb->session);
   if (n == 0) {
-    oq_session_mark(hb->session, OQ_SESSION_LOST);
+    oq__session_mark_lost(hb->session);
     OQ_LOG(OQ_LOG_WARN, sid, NULL,
-           "session lost: its row is gone (reaped); claims were released");
-    notify(hb, before);
+           "session lost: its row is gone or expired (the heartbeat never "
+           "revives an expired session); its claims are released by the "
+           "reap");
+    notify(hb);
     return HB_DONE;
   }
   atomic_fetch_add(&hb->beats, 1);
-  oq_session_mark_ok(hb->session, sent);
-  notify(hb, before);
-  return HB_BEATING;
+  oq__session_mark_ok(hb->session, sent);
+  notify(hb);
+  return oq_session_state_get(hb->session) == OQ_SESSION_LOST ? HB_DONE
+                                                              : HB_BEATING;
 }
 
 static void *run(void *arg)
@@ -107,9 +119,9 @@ static void *run(void *arg)
   uint64_t next = oq_monotonic_ms() + (uint64_t)interval;
   for (;;) {
     uint64_t now = oq_monotonic_ms();
-    oq_session_state before = oq_session_state_get(hb->session);
-    oq_session_check_fence(hb->session, now);
-    notify(hb, before);
+    notify(hb);
+    if (st != HB_DONE && oq_session_state_get(hb->session) == OQ_SESSION_LOST)
+      st = HB_DONE; /* expired on our clock: nothing can revive it */
     if (st != HB_DONE && now >= next) {
       next = now + (uint64_t)interval;
       if (!atomic_load(&hb->paused))
@@ -145,6 +157,7 @@ oq_err oq_heartbeat_start(const oq_db_opts *dbo, oq_session *s,
   }
   read_committed(hb->db);
   hb->session = s;
+  hb->seen = oq_session_state_get(s);
   hb->cb = cb;
   hb->ud = ud;
   if (oq__waiter_init(&hb->waiter) != 0) {

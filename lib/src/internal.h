@@ -50,12 +50,24 @@ uint64_t *oq__db_rng(oq_db *db);
 void oq__policy_sleep(const oq_retry_policy *p, int ms);
 /* Connection options a thread can copy to open its own connection. */
 const oq_db_opts *oq__db_opts(const oq_db *db);
+/* oq_ack gave up on item_id with OQ_ERR_AMBIGUOUS: remember it, so the
+ * next oq_ack of that item on this db reconciles first. take() returns
+ * whether item_id was the one remembered, and forgets it. */
+void oq__db_set_ambiguous(oq_db *db, const char *item_id);
+bool oq__db_take_ambiguous(oq_db *db, const char *item_id);
 
 /* ---- session.c --------------------------------------------------------- */
 
-/* OQ_OK when s may claim now; OQ_ERR_SESSION_LOST (lost or fenced) with the
- * reason on db otherwise. Every claim form checks this first. */
+/* OQ_OK when s may claim now; OQ_ERR_SESSION_LOST or OQ_ERR_FENCED with
+ * the reason on db otherwise. Every claim form checks this first. */
 oq_err oq__session_usable(oq_db *db, const oq_session *s);
+/* The state at monotonic time now_ms (oq_session_state_get uses now). */
+oq_session_state oq__session_state_at(const oq_session *s, uint64_t now_ms);
+/* The heartbeat (or a claim's foreign-key error) found the row gone. The
+ * state is atomic, so the library marks it through a const handle. */
+void oq__session_mark_lost(const oq_session *s);
+/* A heartbeat sent at sent_ms landed. Ignored once the session is lost. */
+void oq__session_mark_ok(oq_session *s, uint64_t sent_ms);
 
 /* ---- dialect.c: all SQL text, per engine ------------------------------ */
 
@@ -71,6 +83,7 @@ typedef enum oq__stmt {
   OQ__SQL_FAIL_RETRY,
   OQ__SQL_FAIL_DEAD,
   OQ__SQL_RELEASE,
+  OQ__SQL_CLAIMS_OF_SESSION,
   OQ__SQL_ENQUEUE,
   OQ__SQL_ENQUEUE_FIND_KEY,
   OQ__SQL_SESSION_OPEN,

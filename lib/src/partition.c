@@ -548,14 +548,18 @@ oq_err oq_parts_rebalance(oq_db *db, const oq_session *s, oq_parts *p)
                            params, NULL, NULL, &n);
     if (e != OQ_OK)
       return e;
-    if (n != 1) /* the row is gone: reported like the claim's FK error */
+    if (n != 1) { /* the row is gone: reported like the claim's FK error */
+      oq__session_mark_lost(s);
       return oq__db_fail(db, OQ_ERR_SESSION_LOST, "23503",
                          "session %s no longer exists (reaped); open a new "
                          "session",
                          sid);
+    }
     p->joined = true;
   }
   e = oq_db_transact(db, round_tx, p);
+  if (e == OQ_ERR_SESSION_LOST)
+    oq__session_mark_lost(s); /* the round's take found the row gone */
   if (e != OQ_OK) {
     /* what we hold is unknown: claim nothing until a round succeeds */
     p->nown = p->norphan = 0;

@@ -203,7 +203,7 @@ static void test_release(oq_db *db, const oq_session *w, const oq_session *v)
             1);
   const char *ids[3] = {it[0].id, it[1].id, it[2].id};
   size_t nrel = 99;
-  ASSERT_OK(db, oq_release(db, w, ids, 3, &nrel));
+  ASSERT_OK(db, oq_release(db, w, it, 3, &nrel));
   ASSERT_EQ(nrel, 2);
   ASSERT_EQ(QLONG(db,
                   "SELECT count(*) FROM onceq_items WHERE id IN ($1, $2) AND "
@@ -216,7 +216,7 @@ static void test_release(oq_db *db, const oq_session *w, const oq_session *v)
                   ids[2], vid),
             1);
   nrel = 99;
-  ASSERT_OK(db, oq_release(db, w, ids, 2, &nrel));
+  ASSERT_OK(db, oq_release(db, w, it, 2, &nrel));
   ASSERT_EQ(nrel, 0);
 
   oq_item *again = NULL;
@@ -225,10 +225,39 @@ static void test_release(oq_db *db, const oq_session *w, const oq_session *v)
   for (size_t i = 0; i < m; i++) {
     ASSERT_EQ(again[i].attempt, 1);
     ASSERT(strcmp(again[i].id, ids[2]) != 0);
+    ASSERT(again[i].claimed_at_us != 0);
   }
+  /* ABA: the same session claimed them again; a retry of the first
+   * release (its reply lost) carries the old claims' identity and must not
+   * release the new claims */
+  nrel = 99;
+  ASSERT_OK(db, oq_release(db, w, it, 2, &nrel));
+  ASSERT_EQ(nrel, 0);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_items WHERE id IN ($1, $2) AND "
+                  "claim = $3",
+                  ids[0], ids[1], oq_session_id(w)),
+            2);
+  /* nor may a stale failure report fail or dead-letter them */
+  oq_item stale = it[0];
+  stale.max_attempts = 1; /* would dead-letter if it matched */
+  oq_fail_outcome out = OQ_FAIL_RETRY;
+  oq_err fe = oq_fail(db, w, &stale, "stale", 0, &out);
+  ASSERT_EQ(fe, OQ_ERR_CLAIM_LOST);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_items WHERE id = $1 AND "
+                  "claim = $2 AND last_error IS NULL",
+                  ids[0], oq_session_id(w)),
+            1);
+  ASSERT_EQ(in_dead(db, ids[0]), 0);
+  /* the current identity still works */
+  nrel = 99;
+  ASSERT_OK(db, oq_release(db, w, again, m, &nrel));
+  ASSERT_EQ(nrel, 2);
   oq_items_free(again, m);
   oq_items_free(it, n);
-  printf("ok oq_release: attempt not counted, foreign claim skipped\n");
+  printf("ok oq_release: attempt not counted, foreign claim skipped, a "
+         "stale release or failure cannot touch a newer claim\n");
 }
 
 /* oq_ack_batch: 10 claimed, 3 taken meanwhile: exactly the 7 are acked. */

@@ -1,8 +1,11 @@
 /*
  * reap_releases.c: a session that stops heartbeating fences itself on its
- * own clock before it expires, is reaped after it expires, and its claims
+ * own clock before it expires, is lost on its own clock once it expires
+ * (final, even while its heartbeat is stalled), is reaped, and its claims
  * go to another session; its late acks all fail and none of their writes
- * survive; when it heartbeats again it learns it was lost.
+ * survive; its heartbeat never revives the row. A session whose row
+ * expired by the database's clock (not reaped yet) is not revived by a
+ * heartbeat either: the heartbeat reports it lost.
  *
  * Session A: heartbeat thread, interval 200 ms, expiry 1600 ms (the minimum:
  * 3 * interval + 1000), so it fences 600 ms after its last good heartbeat
@@ -177,7 +180,8 @@ int main(void)
   ASSERT_EQ(oqt_scalar(admin, "SELECT count(*) FROM onceq_items "
                               "WHERE queue = 'work' AND claim IS NULL"),
             NCLAIM);
-  ASSERT_EQ(oq_session_state_get(sa), OQ_SESSION_FENCED); /* still paused */
+  /* still paused, and past its expiry on its own clock: lost, for good */
+  ASSERT_EQ(oq_session_state_get(sa), OQ_SESSION_LOST);
 
   /* B takes the released items (second attempt) and acks all but the
    * last; that one B still holds while A comes back. */
@@ -243,7 +247,9 @@ int main(void)
               1);
   }
 
-  /* Resume A's heartbeat: it must report LOST within about one interval. */
+  /* Resume A's heartbeat: LOST was reported (during the stall, when the
+   * expiry passed on A's clock, or at the latest within about one interval
+   * of resuming). */
   uint64_t t_resume = oq_monotonic_ms();
   oq_heartbeat_pause(hb, false);
   while (!ev_get(&ev, &ev.lost_ms) &&
@@ -282,6 +288,43 @@ int main(void)
                               "WHERE queue = 'work' AND claim IS NULL"),
             1);
   ASSERT_EQ(oqt_scalar(admin, "SELECT count(*) FROM onceq_sessions"), 0);
+
+  /* C: its row expired by the database's clock but nobody reaped it yet;
+   * its own clock is far from the expiry. The heartbeat must not revive
+   * it: 0 rows, LOST, heartbeated_at untouched. */
+  oq_session_opts co = {.heartbeat_interval_ms = INTERVAL_MS,
+                        .expiry_ms = 60000,
+                        .queues = "work"};
+  oq_session *sc = NULL;
+  ASSERT_OK(dba, oq_session_open(dba, &co, &sc));
+  char sc_id[OQ_UUID_LEN + 1];
+  snprintf(sc_id, sizeof sc_id, "%s", oq_session_id(sc));
+  ASSERT_EQ(QEXEC(admin,
+                  "UPDATE onceq_sessions SET heartbeated_at = now() - "
+                  "interval '2 minutes' WHERE id = $1",
+                  sc_id),
+            1);
+  ASSERT_EQ(oq_session_state_get(sc), OQ_SESSION_LIVE);
+  events evc;
+  memset(&evc, 0, sizeof evc);
+  pthread_mutex_init(&evc.mu, NULL);
+  oq_heartbeat *hbc = NULL;
+  e = oq_heartbeat_start(&hbo, sc, on_event, &evc, &hbc, err, sizeof err);
+  if (e != OQ_OK)
+    OQT_FAIL("oq_heartbeat_start(C): %s: %s", oq_strerror(e), err);
+  uint64_t tc = oq_monotonic_ms();
+  while (!ev_get(&evc, &evc.lost_ms) && oq_monotonic_ms() - tc < 5000)
+    oqt_sleep_ms(10);
+  ASSERT(ev_get(&evc, &evc.lost_ms) != 0);
+  ASSERT_EQ(oq_session_state_get(sc), OQ_SESSION_LOST);
+  oq_heartbeat_stop(hbc);
+  ASSERT_EQ(QLONG(admin,
+                  "SELECT count(*) FROM onceq_sessions WHERE id = $1 AND "
+                  "heartbeated_at < now() - interval '1 minute'",
+                  sc_id),
+            1);
+  oq_session_free(sc);
+  pthread_mutex_destroy(&evc.mu);
 
   oq_items_free(ib2, nb2);
   oq_items_free(ib, nb);

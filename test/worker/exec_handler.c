@@ -45,7 +45,10 @@ static void run(char *const *argv, int timeout_ms, int grace_ms,
                 const oq_item *it, wk_cancel_fn cancel, void *ctx, run_out *o)
 {
   wk_exec_cfg cfg = {argv, timeout_ms, grace_ms};
-  wk_task t = {it, "session-1", cancel, ctx};
+  wk_task t = {.item = it,
+               .session_id = "session-1",
+               .cancelled = cancel,
+               .cancel_ctx = ctx};
   uint64_t t0 = oq_monotonic_ms();
   o->rc = wk_exec_run(&cfg, &t, &o->r);
   o->elapsed_ms = oq_monotonic_ms() - t0;
@@ -279,7 +282,7 @@ static void test_cannot_run(void)
   unlink(file);
 
   wk_exec_cfg empty = {NULL, 0, 0};
-  wk_task t = {&it, "s", NULL, NULL};
+  wk_task t = {.item = &it, .session_id = "s"};
   ASSERT_EQ(wk_exec_run(&empty, &t, &o.r), -1);
   ASSERT_EQ(o.r.outcome, WK_FAILED);
   ASSERT(o.r.error[0] != '\0');
@@ -382,6 +385,8 @@ typedef struct cancel_ctx {
   const char *ready;
   uint64_t start_ms, after_ms, last_ms, max_gap_ms, fired_ms;
   int calls;
+  uint64_t kill_after_ms; /* kill_now: yes this long after firing */
+  uint64_t killed_ms;     /* when kill_now first said yes */
 } cancel_ctx;
 
 static bool cancel_after(void *p)
@@ -399,6 +404,19 @@ static bool cancel_after(void *p)
   if (c->ready && access(c->ready, F_OK) != 0)
     return false;
   c->fired_ms = now;
+  return true;
+}
+
+/* The kill check (a fenced session's expiry is near): yes kill_after_ms
+ * after the cancel check fired. */
+static bool kill_after(void *p)
+{
+  cancel_ctx *c = p;
+  uint64_t now = oq_monotonic_ms();
+  if (!c->fired_ms || now - c->fired_ms < c->kill_after_ms)
+    return false;
+  if (!c->killed_ms)
+    c->killed_ms = now;
   return true;
 }
 
@@ -439,6 +457,28 @@ static void test_cancel(void)
   ASSERT(cc2.fired_ms != 0);
   ASSERT_LE(300, end - cc2.fired_ms);
   ASSERT_LE(end - cc2.fired_ms, 300 + SLACK_MS);
+  unlink(ready);
+
+  /* Cancelled, SIGTERM ignored, a 20 s grace: the kill check cuts the
+   * grace short (executor.h: SIGKILL before a fenced session expires). */
+  cancel_ctx cc3 = {.ready = ready,
+                    .start_ms = oq_monotonic_ms(),
+                    .after_ms = 100,
+                    .kill_after_ms = 500};
+  wk_exec_cfg kcfg = {argv, 0, 20000};
+  wk_task kt = {.item = &it,
+                .session_id = "session-1",
+                .cancelled = cancel_after,
+                .kill_now = kill_after,
+                .cancel_ctx = &cc3};
+  ASSERT_EQ(wk_exec_run(&kcfg, &kt, &o.r), 0);
+  end = oq_monotonic_ms();
+  ASSERT_EQ(o.r.outcome, WK_ABANDONED);
+  ASSERT(cc3.fired_ms != 0);
+  ASSERT(cc3.killed_ms != 0);
+  ASSERT_LE(500, end - cc3.fired_ms);
+  /* polled every 100 ms during the grace; slack for a loaded machine */
+  ASSERT_LE(end - cc3.killed_ms, 100 + SLACK_MS);
   unlink(ready);
 }
 

@@ -17,7 +17,8 @@
  *
  *   RUNNING      - stdin fed, stdout/stderr read, deadline and cancel watched
  *   TERMINATING  - timeout or cancel: SIGTERM sent to the group; SIGKILL to
- *                  the group at kill_at_ms
+ *                  the group at kill_at_ms (moved to now when the task's
+ *                  kill_now check says the session is about to expire)
  *   LINGERING    - the leader died of the SIGTERM; the rest of the group
  *                  keeps the rest of the grace to clean up. It ends early
  *                  once our pipes are at EOF (the usual sign that nobody
@@ -451,6 +452,14 @@ static void supervise(exec_call *c)
       else if (c->st != EX_EXITED)
         kill_group(c, false, now, EXEC_DRAIN_MS); /* leftovers end now */
     }
+    /* a fenced session's expiry is near: no grace is left for anyone */
+    if ((c->st == EX_RUNNING || c->st == EX_TERMINATING ||
+         c->st == EX_LINGERING) &&
+        c->t->kill_now && c->t->kill_now(c->t->cancel_ctx)) {
+      if (c->st == EX_RUNNING)
+        begin_termination(c, STOP_CANCEL, now);
+      c->kill_at_ms = now;
+    }
     switch (c->st) {
     case EX_RUNNING:
       if (c->t->cancelled && c->t->cancelled(c->t->cancel_ctx))
@@ -492,6 +501,8 @@ static void supervise(exec_call *c)
     case EX_TERMINATING:
     case EX_LINGERING:
       wait_ms = shorter(wait_ms, c->kill_at_ms, now);
+      if (c->t->kill_now && (wait_ms < 0 || wait_ms > EXEC_CANCEL_POLL_MS))
+        wait_ms = EXEC_CANCEL_POLL_MS;
       break;
     case EX_KILLING:
       break;

@@ -68,6 +68,10 @@ static const struct {
                        "or restart."},
     [WK_C_SESSIONS] = {"onceq_worker_sessions_total",
                        "Sessions this worker registered."},
+    [WK_C_RECONCILED] = {"onceq_worker_reconciled_total",
+                         "Claims of this worker's live session that no job "
+                         "held in memory, released by a reconciliation "
+                         "sweep."},
 };
 
 typedef struct hist {

@@ -26,6 +26,8 @@ typedef enum wk_counter {
   WK_C_LOST,        /* onceq_worker_claims_lost_total */
   WK_C_RESTARTS,    /* onceq_worker_tx_restarts_total */
   WK_C_SESSIONS,    /* onceq_worker_sessions_total (registrations) */
+  WK_C_RECONCILED,  /* onceq_worker_reconciled_total (claims a sweep
+                       released because no job held them) */
   WK_C__COUNT
 } wk_counter;
 

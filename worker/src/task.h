@@ -33,7 +33,10 @@ typedef struct wk_task {
   const oq_item *item;
   const char *session_id;
   wk_cancel_fn cancelled; /* may be NULL: never cancelled */
-  void *cancel_ctx;
+  wk_cancel_fn kill_now;  /* may be NULL. Polled like cancelled, also while
+                             a stopped child has its grace: true means
+                             SIGKILL now (the session is about to expire) */
+  void *cancel_ctx;       /* passed to both */
 } wk_task;
 
 typedef struct wk_result {

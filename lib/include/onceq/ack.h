@@ -13,7 +13,8 @@
  * commits. An ambiguous commit is reconciled from the database, never re-run
  * blindly: item gone -> it was acknowledged (exactly once, by someone);
  * item still claimed by us -> the transaction is run again; anything else ->
- * the claim was lost.
+ * the claim was lost. After OQ_ERR_AMBIGUOUS, calling oq_ack again for the
+ * same item on the same db reconciles first; it never re-runs blindly.
  *
  * Thread safety: every call uses the caller's db, on one thread.
  */
@@ -75,11 +76,14 @@ typedef enum oq_fail_outcome {
 } oq_fail_outcome;
 
 /*
- * Record a failed attempt, with the claim check: release the item with
- * run_at = now() + delay and last_error kept, or, when attempts are
- * exhausted, move it to onceq_dead in the same statement. delay_ms < 0
- * means the default item policy (oq_retry_policy_item) for this attempt.
- * OQ_ERR_CLAIM_LOST when the claim is no longer ours.
+ * Record a failed attempt, with the claim check on the claim's identity
+ * (session plus item->claimed_at_us, as oq_claim returned it; 0 matches any
+ * claim of s): release the item with run_at = now() + delay and last_error
+ * kept, or, when attempts are exhausted, move it to onceq_dead in the same
+ * statement. delay_ms < 0 means the default item policy
+ * (oq_retry_policy_item) for this attempt. OQ_ERR_CLAIM_LOST when that
+ * claim is no longer ours, so a retry of a call whose reply was lost cannot
+ * touch a newer claim of the same item.
  */
 OQ_MUST_CHECK oq_err oq_fail(oq_db *db, const oq_session *s,
                              const oq_item *item, const char *error,
@@ -87,12 +91,23 @@ OQ_MUST_CHECK oq_err oq_fail(oq_db *db, const oq_session *s,
 
 /*
  * Give claimed items back without counting the attempt (graceful shutdown,
- * giving up a partition). *nreleased (may be NULL) gets the count; items
- * no longer ours are skipped.
+ * fencing, giving up a partition, the reconciliation sweep). Each item is
+ * matched by its claim's identity (id and claimed_at_us; 0 matches any
+ * claim of s). *nreleased (may be NULL) gets the count; items no longer
+ * claimed by that claim are skipped.
  */
 OQ_MUST_CHECK oq_err oq_release(oq_db *db, const oq_session *s,
-                                const char *const *ids, size_t n,
+                                const oq_item *items, size_t n,
                                 size_t *nreleased);
+
+/*
+ * Every item claimed by s in the database, as items carrying only id and
+ * claimed_at_us (queue and payload NULL): what the reconciliation sweep
+ * compares with what the worker holds in memory. Free *items with
+ * oq_items_free(*items, *n).
+ */
+OQ_MUST_CHECK oq_err oq_session_claims_list(oq_db *db, const oq_session *s,
+                                            oq_item **items, size_t *n);
 
 #ifdef __cplusplus
 }

@@ -42,6 +42,11 @@ oq_retry_policy oq_retry_policy_item(void);
  */
 int oq_backoff_delay_ms(const oq_retry_policy *p, int attempt, uint64_t *rng);
 
+/* A seed for the rng state of oq_backoff_delay_ms: random per process and
+ * per call (getrandom, else clock, pid and address), so a fleet's retries
+ * do not fall on the same instants. Never 0. */
+uint64_t oq_backoff_seed(void);
+
 /* Monotonic milliseconds (CLOCK_MONOTONIC); what the policy uses by default. */
 uint64_t oq_monotonic_ms(void);
 

@@ -44,8 +44,12 @@ typedef struct oq_db_opts {
    * libpq's own defaults (PGHOST, PGUSER, ...). */
   const char *conninfo;
   const char *application_name; /* NULL: "onceq" */
-  int connect_timeout_s;        /* 0: 5 */
+  int connect_timeout_s;        /* 0: 5 (or the deadline, at least 2 s) */
   const oq_retry_policy *retry; /* restarts/reconnects; NULL: tx default */
+  int deadline_ms;              /* 0: none. Longest wait for one statement's
+                                   answer: past it the connection is closed
+                                   (OQ_ERR_CONN; COMMIT: OQ_ERR_AMBIGUOUS).
+                                   Also sets tcp_user_timeout. */
 } oq_db_opts;
 
 /*

@@ -31,11 +31,13 @@ typedef enum oq_err {
   OQ_ERR_RETRY,        /* 40001/40P01 kept happening past the retry policy */
   OQ_ERR_AMBIGUOUS,    /* commit outcome unknown and not yet reconciled */
   OQ_ERR_CLAIM_LOST,   /* the item is no longer claimed by this session */
-  OQ_ERR_SESSION_LOST, /* the session row is gone (reaped) or self-fenced */
+  OQ_ERR_SESSION_LOST, /* the session row is gone (reaped) or expired */
   OQ_ERR_CONFLICT,     /* unique violation */
   OQ_ERR_TIMEOUT,      /* statement or operation timed out */
   OQ_ERR_SQL,          /* any other server error; see the SQLSTATE */
   OQ_ERR_CALLBACK,     /* a user callback reported failure */
+  OQ_ERR_FENCED,       /* the session fenced itself (heartbeat overdue on
+                          its own clock); it may become live again */
   OQ_ERR__COUNT        /* number of codes; not an error */
 } oq_err;
 

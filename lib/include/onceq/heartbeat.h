@@ -2,10 +2,14 @@
  * heartbeat.h: the thread that keeps a session alive, on its OWN connection.
  *
  * Every interval it runs UPDATE onceq_sessions SET heartbeated_at = now()
- * WHERE id = $1. One row: the session is live. Zero rows: the session is
- * lost (reaped), reported through the callback, never silently. Between
- * beats it re-checks fencing on the monotonic clock. A connection error is
- * not fatal: it reconnects on the next beat (and fences if that takes long).
+ * WHERE id = $1 AND heartbeated_at + expiry >= now(). One row: the session
+ * is live. Zero rows: the session is lost (reaped, or expired and about to
+ * be: an expired session is never revived), reported through the callback,
+ * never silently. A connection error is not fatal: it reconnects on the
+ * next beat. Fencing does not depend on this thread: the session computes
+ * its state from the clock when read (session.h). Every statement has the
+ * connection's deadline (oq_db_opts.deadline_ms), so stop() returns within
+ * about that long even when the network is gone.
  *
  * Thread safety: start/stop/pause from the owning thread. The callback
  * runs on the heartbeat thread; keep it short and thread-safe.

@@ -6,15 +6,22 @@
  *  - expiry: how long after its last heartbeat a session may be reaped;
  *    stored on the row so every reaper honours the owner's setting.
  *  - fenced: the owner's own monotonic clock says its last successful
- *    heartbeat was sent more than (expiry - margin) ago, so it stops starting
- *    work. Safety never depends on it; it avoids needless duplicate
- *    external effects.
- *  - lost: the row is gone (reaped or deleted). Every claim it held has
- *    been released; its acks can no longer match.
+ *    heartbeat was sent more than (expiry - fence margin) ago, so it stops
+ *    its children and starts no work. Safety never depends on it; it
+ *    avoids needless duplicate external effects.
+ *  - lost: the row is gone (reaped or deleted), or the last successful
+ *    heartbeat is older than the expiry on our clock (a reaper may delete
+ *    the row at any moment, and the heartbeat refuses to revive an expired
+ *    row). Final: a lost session never becomes live again. Every claim it
+ *    held is released by whichever reaper deletes the row.
+ *
+ * The state is computed from the monotonic clock whenever it is read
+ * (oq_session_state_get), so no blocked call (a heartbeat stuck on a dead
+ * network) can hold a fence off.
  *
  * Thread safety: a session is created and ended on one thread; its state
- * and id may be read from any thread (the heartbeat thread writes the
- * state atomically).
+ * and id may be read from any thread (the library writes the state
+ * atomically).
  */
 #ifndef ONCEQ_SESSION_H
 #define ONCEQ_SESSION_H
@@ -33,6 +40,9 @@ typedef struct oq_session_opts {
   int expiry_ms;             /* 0: 5000; must be >= 3 * interval + 1000 */
   const char *queues;        /* informational, comma separated; may be NULL */
   const char *version;       /* informational; NULL: the library version */
+  int fence_margin_ms;       /* 0: OQ_FENCE_MARGIN_MS; how long before the
+                                expiry the owner fences itself: it must
+                                cover stopping children (their kill grace) */
 } oq_session_opts;
 
 typedef enum oq_session_state {
@@ -41,12 +51,14 @@ typedef enum oq_session_state {
   OQ_SESSION_LOST = 2    /* the row is gone: re-register to go on */
 } oq_session_state;
 
-/* The fencing margin: fenced once the last good heartbeat is older than
- * expiry_ms - OQ_FENCE_MARGIN_MS. */
+/* The default fencing margin: fenced once the last good heartbeat is older
+ * than expiry_ms - OQ_FENCE_MARGIN_MS. */
 #define OQ_FENCE_MARGIN_MS 1000
 
 /* Check settings (with defaults applied). OQ_ERR_CONFIG and one line in
- * errbuf naming the fix when they are unusable. */
+ * errbuf naming the fix when they are unusable: expiry must be at least
+ * 3 x interval + 1000 ms, and expiry - margin at least 2 x interval (a
+ * fence must not engage between two healthy beats). */
 OQ_MUST_CHECK oq_err oq_session_validate(const oq_session_opts *opts,
                                          char *errbuf, size_t errlen);
 
@@ -66,16 +78,15 @@ void oq_session_free(oq_session *s);
 const char *oq_session_id(const oq_session *s);
 int oq_session_expiry_ms(const oq_session *s);
 int oq_session_interval_ms(const oq_session *s);
+int oq_session_fence_margin_ms(const oq_session *s);
+/* The state now, from the monotonic clock and the last landed heartbeat
+ * (never blocks). */
 oq_session_state oq_session_state_get(const oq_session *s);
 /* Monotonic ms at which the last successful heartbeat was *sent*. */
 uint64_t oq_session_last_ok_ms(const oq_session *s);
-
-/* Used by the heartbeat: record a landed heartbeat sent at sent_ms, or a
- * state change. A LOST session never becomes LIVE again. */
-void oq_session_mark_ok(oq_session *s, uint64_t sent_ms);
-void oq_session_mark(oq_session *s, oq_session_state st);
-/* Re-evaluate fencing against now_ms; returns the resulting state. */
-oq_session_state oq_session_check_fence(oq_session *s, uint64_t now_ms);
+/* Monotonic ms at which s fences / is lost unless a heartbeat lands. */
+uint64_t oq_session_fence_at_ms(const oq_session *s);
+uint64_t oq_session_expires_at_ms(const oq_session *s);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,208 @@
+/*
+ * executor.c: the executor threads (executor.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "executor.h"
+#include "handler_exec.h"
+#include "handler_http.h"
+#include "handler_sql.h"
+#include "settle.h"
+
+typedef struct cancel_ctx {
+  wk *w;
+  wk_job *j;
+} cancel_ctx;
+
+/* The handler's cancel check: stop when the worker stops now or the
+ * session is not live (computed from the clock: a blocked heartbeat cannot
+ * hold it off). */
+static bool job_cancelled(void *ctx)
+{
+  cancel_ctx *c = ctx;
+  return atomic_load(&c->w->hard_stop) ||
+         oq_session_state_get(c->j->g->session) != OQ_SESSION_LIVE;
+}
+
+/* The handler's kill check: no grace left before the session may expire. */
+static bool job_kill_now(void *ctx)
+{
+  cancel_ctx *c = ctx;
+  oq_session *s = c->j->g->session;
+  oq_session_state st = oq_session_state_get(s);
+  if (st == OQ_SESSION_LOST)
+    return true;
+  return st == OQ_SESSION_FENCED &&
+         wk_now_ms() + WK_KILL_BEFORE_EXPIRY_MS >= oq_session_expires_at_ms(s);
+}
+
+/* Add the transaction restarts db took since the last call to the
+ * metrics (each thread keeps its own *seen for its own connection). */
+static void count_restarts(wk *w, oq_db *db, uint64_t *seen)
+{
+  if (!db)
+    return;
+  uint64_t now = oq_db_restarts(db);
+  if (now > *seen)
+    wk_metrics_add(w->m, WK_C_RESTARTS, now - *seen);
+  *seen = now;
+}
+
+static void observe_latency(wk *w, const wk_job *j)
+{
+  struct timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  int64_t now_us = (int64_t)rt.tv_sec * 1000000 + rt.tv_nsec / 1000;
+  if (j->item.enqueued_at_us > 0 && now_us > j->item.enqueued_at_us)
+    wk_metrics_observe(w->m, WK_H_LATENCY,
+                       (double)(now_us - j->item.enqueued_at_us) / 1e6);
+}
+
+/* Run one job and settle it. Frees j unless the acker took it. */
+static void run_job(wk *w, oq_db *db, wk_http *http, wk_job *j)
+{
+  const char *sid = oq_session_id(j->g->session);
+  if (atomic_load(&w->draining) || atomic_load(&w->hard_stop) ||
+      oq_session_state_get(j->g->session) != OQ_SESSION_LIVE) {
+    wk_settle_release(w, db, j);
+    wk_job_free(w, j);
+    return;
+  }
+  observe_latency(w, j);
+  OQ_LOG(OQ_LOG_DEBUG, sid, j->item.id, "start attempt %d/%d queue=%s",
+         j->item.attempt, j->item.max_attempts, j->item.queue);
+  uint64_t t0 = wk_now_ms();
+  if (w->cfg->handler == WK_HANDLER_SQL) {
+    wk_sql_handle(w, db, j);
+    wk_metrics_observe(w->m, WK_H_HANDLER, (double)(wk_now_ms() - t0) / 1e3);
+    wk_job_free(w, j);
+    return;
+  }
+  cancel_ctx cc = {w, j};
+  wk_task t = {.item = &j->item,
+               .session_id = sid,
+               .cancelled = job_cancelled,
+               .kill_now = job_kill_now,
+               .cancel_ctx = &cc};
+  wk_result *r = malloc(sizeof *r);
+  if (!r) {
+    wk_settle_release(w, db, j);
+    wk_job_free(w, j);
+    return;
+  }
+  wk_result_init(r);
+  if (w->cfg->handler == WK_HANDLER_EXEC) {
+    wk_exec_cfg ec = {.argv = w->cfg->exec_argv,
+                      .timeout_ms = (int)w->cfg->timeout_ms,
+                      .kill_grace_ms = (int)w->cfg->kill_grace_ms};
+    wk_exec_run(&ec, &t, r);
+  } else {
+    wk_http_run(http, &t, r);
+  }
+  wk_metrics_observe(w->m, WK_H_HANDLER, (double)(wk_now_ms() - t0) / 1e3);
+  switch (r->outcome) {
+  case WK_OK:
+    wk_ack_queue(w, j); /* the acker owns it now */
+    j = NULL;
+    break;
+  case WK_FAILED:
+    wk_settle_failure(w, db, j, r->error[0] ? r->error : "failed",
+                      r->retry_after_ms);
+    break;
+  case WK_ABANDONED:
+    OQ_LOG(OQ_LOG_WARN, sid, j->item.id, "stopped: %s",
+           atomic_load(&w->hard_stop) ? "worker stopping now"
+                                      : "session fenced or lost");
+    /* a fenced session may recover: give the item back so it runs again
+     * (a lost one's claims are released by the reap); when the worker
+     * stops now, deleting the session releases it */
+    if (!atomic_load(&w->hard_stop))
+      wk_settle_release(w, db, j);
+    break;
+  }
+  free(r);
+  if (j)
+    wk_job_free(w, j);
+}
+
+/* Take the next job, or NULL when told to exit. */
+static wk_job *next_job(wk *w)
+{
+  pthread_mutex_lock(&w->mu);
+  while (!w->work_head && !w->exit_executors)
+    pthread_cond_wait(&w->work_cv, &w->mu);
+  wk_job *j = w->work_head;
+  if (j) {
+    w->work_head = j->next;
+    if (!w->work_head)
+      w->work_tail = NULL;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return j;
+}
+
+/* Connect for job j (lazily: an outage at start-up is not fatal here),
+ * retrying while j's session may still settle it. */
+static oq_db *connect_for(wk *w, const oq_db_opts *o, wk_job *j, uint64_t *rng)
+{
+  char err[OQ_ERRBUF_SIZE];
+  oq_db *db = NULL;
+  for (int round = 1;; round++) {
+    if (oq_db_open(o, &db, err, sizeof err) == OQ_OK)
+      return db;
+    if (round == 1)
+      OQ_LOG(OQ_LOG_WARN, oq_session_id(j->g->session), j->item.id,
+             "executor: %s", err);
+    if (!wk_keep_trying(w, j, round))
+      return NULL;
+    wk_retry_pause(round, rng);
+  }
+}
+
+void *wk_executor_main(void *arg)
+{
+  wk_executor *et = arg;
+  wk *w = et->w;
+  oq_db *db = NULL;
+  oq_db_opts o = w->dbo;
+  o.application_name = "onceq-worker-exec";
+  /* a --sql handler's statement may run up to --timeout, past the fence:
+   * the ack's claim check keeps that safe */
+  if (w->cfg->handler == WK_HANDLER_SQL && w->cfg->timeout_ms > o.deadline_ms)
+    o.deadline_ms = (int)w->cfg->timeout_ms;
+  wk_http *http = NULL;
+  uint64_t restarts_seen = 0;
+  uint64_t rng = oq_backoff_seed();
+  if (w->cfg->handler == WK_HANDLER_HTTP) {
+    wk_http_cfg hc = {.url = w->cfg->http_url,
+                      .timeout_ms = (int)w->cfg->timeout_ms,
+                      .insecure = w->cfg->insecure};
+    http = wk_http_new(&hc);
+  }
+  wk_job *j;
+  while ((j = next_job(w)) != NULL) {
+    if (!db)
+      db = connect_for(w, &o, j, &rng);
+    if (!db) {
+      OQ_LOG(OQ_LOG_WARN, oq_session_id(j->g->session), j->item.id,
+             "executor cannot reach the database; dropping the job (a "
+             "reconciliation sweep or the reap releases its claim)");
+      j->unsettled = true;
+      wk_job_free(w, j);
+    } else {
+      run_job(w, db, http, j);
+      count_restarts(w, db, &restarts_seen);
+      if (!oq_db_connected(db)) {
+        oq_db_close(db);
+        db = NULL;
+        restarts_seen = 0;
+      }
+    }
+    wk_job_done(w);
+  }
+  wk_http_free(http);
+  oq_db_close(db);
+  return NULL;
+}

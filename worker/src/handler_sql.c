@@ -1,0 +1,67 @@
+/*
+ * handler_sql.c: the --sql handler (handler_sql.h).
+ */
+#include <stdio.h>
+
+#include "handler_sql.h"
+#include "settle.h"
+
+typedef struct sql_ctx {
+  const char *sql;
+} sql_ctx;
+
+/* The ack transaction's handler part (oq_ack_fn). */
+static oq_err run_sql(oq_db *db, const oq_item *it, void *ud)
+{
+  sql_ctx *c = ud;
+  static const unsigned int types[4] = {OQ_OID_JSONB, OQ_OID_UUID, OQ_OID_TEXT,
+                                        OQ_OID_INT4};
+  char attempt[16];
+  snprintf(attempt, sizeof attempt, "%d", it->attempt);
+  const char *params[4] = {it->payload, it->id, it->queue, attempt};
+  oq_err e = oq_db_exec_typed(db, c->sql, 4, types, params, NULL);
+  if (e == OQ_OK || e == OQ_ERR_RETRY || e == OQ_ERR_CONN)
+    return e;
+  return OQ_ERR_CALLBACK; /* the handler failed: a failed attempt */
+}
+
+void wk_sql_handle(wk *w, oq_db *db, wk_job *j)
+{
+  sql_ctx c = {w->cfg->sql};
+  oq_ack_opts ao = {.history = w->cfg->history};
+  const char *sid = oq_session_id(j->g->session);
+  uint64_t rng = oq_backoff_seed();
+  for (int round = 1;; round++) {
+    bool rec = false;
+    oq_err e = oq_ack(db, j->g->session, &j->item, run_sql, &c, &ao, &rec);
+    if (e == OQ_OK) {
+      wk_metrics_add(w->m, WK_C_ACKED, 1);
+      OQ_LOG(OQ_LOG_DEBUG, sid, j->item.id, "acked%s",
+             rec ? " (reconciled)" : "");
+      return;
+    }
+    if (e == OQ_ERR_CLAIM_LOST || e == OQ_ERR_SESSION_LOST) {
+      wk_metrics_add(w->m, WK_C_LOST, 1);
+      OQ_LOG(OQ_LOG_WARN, sid, j->item.id, "ack rejected: %s",
+             oq_db_errmsg(db));
+      return;
+    }
+    if (e == OQ_ERR_CALLBACK || !wk_transient(e)) {
+      char why[1024];
+      snprintf(why, sizeof why, "%s", oq_db_errmsg(db));
+      wk_settle_failure(w, db, j, why, -1);
+      return;
+    }
+    /* oq_ack reconciles an ambiguous commit itself when called again */
+    if (!wk_keep_trying(w, j, round)) {
+      OQ_LOG(OQ_LOG_WARN, sid, j->item.id,
+             "ack not completed (%s); a reconciliation sweep releases the "
+             "claim if it is still held",
+             oq_db_errmsg(db));
+      j->unsettled = true;
+      return;
+    }
+    wk_retry_pause(round, &rng);
+    wk_db_revive(db);
+  }
+}

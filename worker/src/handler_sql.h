@@ -1,0 +1,18 @@
+/*
+ * handler_sql.h: the --sql handler. The statement runs inside the ack
+ * transaction, so its effects commit if and only if the claim-checked
+ * DELETE does: exactly-once effects in the same database. Parameters: $1
+ * payload (jsonb), $2 item id (uuid), $3 queue (text), $4 attempt (int).
+ *
+ * Thread safety: one call per executor thread, on its own db.
+ */
+#ifndef ONCEQ_WORKER_HANDLER_SQL_H
+#define ONCEQ_WORKER_HANDLER_SQL_H
+
+#include "runtime.h"
+
+/* Run j's statement and acknowledge it in one transaction; a failing
+ * statement is a failed attempt. Settles j (the caller frees it). */
+void wk_sql_handle(wk *w, oq_db *db, wk_job *j);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * reconcile.c: the reconciliation sweep (reconcile.h).
+ */
+#include <stdlib.h>
+
+#include "reconcile.h"
+
+oq_err wk_reconcile(wk *w, oq_db *db, wk_gen *g, const char *trigger,
+                    size_t *released)
+{
+  if (released)
+    *released = 0;
+  const char *sid = oq_session_id(g->session);
+  oq_item *claims = NULL;
+  size_t n = 0;
+  oq_err e = oq_session_claims_list(db, g->session, &claims, &n);
+  if (e != OQ_OK) {
+    OQ_LOG(OQ_LOG_WARN, sid, NULL, "reconcile (%s): cannot read claims: %s",
+           trigger, oq_db_errmsg(db));
+    return e;
+  }
+  /* keep the unheld ones at the front */
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!wk_holds(w, claims[i].id))
+      claims[k++] = claims[i];
+  size_t nrel = 0;
+  if (k > 0) {
+    e = oq_release(db, g->session, claims, k, &nrel);
+    if (e != OQ_OK)
+      OQ_LOG(OQ_LOG_WARN, sid, NULL,
+             "reconcile (%s): cannot release %zu unheld claim(s): %s", trigger,
+             k, oq_db_errmsg(db));
+  }
+  if (nrel > 0) {
+    wk_metrics_add(w->m, WK_C_RECONCILED, nrel);
+    for (size_t i = 0; i < k; i++)
+      OQ_LOG(OQ_LOG_DEBUG, sid, claims[i].id, "reconcile: not held, released");
+    OQ_LOG(OQ_LOG_WARN, sid, NULL,
+           "reconcile: released %zu claim(s) no job held (trigger: %s; %zu "
+           "claimed in all)",
+           nrel, trigger, n);
+  } else {
+    OQ_LOG(OQ_LOG_DEBUG, sid, NULL, "reconcile (%s): %zu claim(s), all held",
+           trigger, n);
+  }
+  oq_items_free(claims, n);
+  if (released)
+    *released = nrel;
+  return e;
+}

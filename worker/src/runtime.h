@@ -1,0 +1,102 @@
+/*
+ * runtime.h: what the worker's threads share (worker.h for the terms): the
+ * runtime struct, jobs and session generations, and the small helpers that
+ * move jobs between the claim loop, the executors and the acker.
+ *
+ * The invariant these modules keep together (README "Session lifecycle",
+ * DESIGN §4a): every row with claim = S of a live session S is held in
+ * memory by a job of S (queued, running or being acknowledged), or is being
+ * released. A job is "held" from the moment the claim loop pushes it until
+ * its outcome (ack, failed attempt, release) reached the database or the
+ * attempt to settle it gave up; a job dropped without a settled outcome
+ * asks for a reconciliation sweep (reconcile.h), which releases every claim
+ * of the session that no job holds.
+ *
+ * Thread safety: fields marked (mu) are guarded by wk.mu; atomics may be
+ * read anywhere; the rest is set up before the threads start.
+ */
+#ifndef ONCEQ_WORKER_RUNTIME_H
+#define ONCEQ_WORKER_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "metrics.h"
+#include "onceq/onceq.h"
+
+/* One session registration and its heartbeat. Freed by the claim loop once
+ * it is lost and no job refers to it. */
+typedef struct wk_gen {
+  oq_session *session;
+  oq_heartbeat *hb;
+} wk_gen;
+
+typedef struct wk_job {
+  oq_item item;             /* owns queue and payload */
+  wk_gen *g;                /* the session it was claimed under */
+  struct wk_job *next;      /* in the work or ack list (mu) */
+  struct wk_job *held_prev; /* in the held list (mu) */
+  struct wk_job *held_next; /* in the held list (mu) */
+  bool unsettled;           /* its outcome could not be written: freeing
+                               it asks for a sweep (owner thread only) */
+} wk_job;
+
+typedef struct wk {
+  const wk_config *cfg;
+  wk_metrics *m;
+  oq_db_opts dbo; /* deadline_ms: the fence delay */
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv;        /* jobs queued, or executors told to exit */
+  pthread_cond_t slot_cv;        /* a slot freed, or a session event */
+  pthread_cond_t ack_cv;         /* acks queued, or acker told to exit */
+  wk_job *work_head, *work_tail; /* (mu) */
+  wk_job *ack_head, *ack_tail;   /* (mu) */
+  wk_job *held;                  /* every job not yet freed (mu) */
+  int inflight;                  /* jobs queued or running (mu) */
+  int acks_pending;              /* jobs in the ack list or being acked (mu) */
+  bool exit_executors;           /* (mu) */
+  bool exit_acker;               /* (mu) */
+  _Atomic bool hard_stop;        /* cancel running handlers now */
+  _Atomic bool draining;         /* start no queued job */
+  _Atomic bool sweep_due;        /* a job was dropped unsettled: sweep soon */
+  wk_gen *current;               /* claim loop only */
+  oq_retry_policy item_retry;
+} wk;
+
+/* Monotonic milliseconds. */
+uint64_t wk_now_ms(void);
+
+/* Take ownership of n claimed items as jobs of g: hold them and queue them
+ * for the executors. The items' strings move into the jobs; free the array
+ * with oq_items_free as usual. An item that cannot get a job (out of
+ * memory) is left to the next sweep. */
+void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n);
+/* Free a job and stop holding it. Call once its outcome is settled, or
+ * with j->unsettled set: then a sweep is requested once it is no longer
+ * held, so the sweep releases its claim. */
+void wk_job_free(wk *w, wk_job *j);
+/* An executor finished with a job (acked, settled or handed to the acker). */
+void wk_job_done(wk *w);
+/* Hand a succeeded job to the acker, which frees it. */
+void wk_ack_queue(wk *w, wk_job *j);
+/* Jobs queued, running or waiting for their ack. */
+int wk_busy(wk *w);
+/* Whether some held job has this item id (mu taken inside). */
+bool wk_holds(wk *w, const char *item_id);
+/* Ask the claim loop for a reconciliation sweep (any thread). */
+void wk_sweep_request(wk *w, const char *why);
+/* Wait up to ms for a free slot or a session event (claim loop). */
+void wk_wait_slot(wk *w, int ms);
+
+/* Sleep before retry number `round` of a failed database call, per the
+ * library's one retry policy (transaction defaults, 2 s cap), with this
+ * thread's rng (seeded by oq_backoff_seed). */
+void wk_retry_pause(int round, uint64_t *rng);
+
+/* Transient errors: the same call may succeed later. */
+bool wk_transient(oq_err e);
+
+#endif
