@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "preflight.h"
 #include "coord_metrics.h"
 #include "janitor.h"
 #include "lease.h"
@@ -497,6 +498,12 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
            oq_version());
   c.dbo.conninfo = g->db;
   c.dbo.application_name = "onceq-coordinator";
+  /* no statement outlives the fence (README "Session lifecycle"): a
+   * leader whose heartbeat is stuck on a dead network fences by its clock
+   * and stops leading; its calls return by this deadline */
+  c.dbo.deadline_ms = (int)(c.o.session_expiry_ms - OQ_FENCE_MARGIN_MS);
+  if (c.dbo.deadline_ms < 1000)
+    c.dbo.deadline_ms = 1000;
   wk_logsink_install((oq_log_level)c.o.log_level, c.o.log_json);
 
   struct sigaction sa;
@@ -515,6 +522,12 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (c.o.notify_url) {
+    /* the worker's --http check: an unusable URL stops us now, not one
+     * failing webhook per interval */
+    if (wk_preflight_http("--notify-url", c.o.notify_url, err, sizeof err)) {
+      rc = cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+      goto out;
+    }
     c.notifier = co_notifier_new(c.o.notify_url, (int)c.o.notify_timeout_ms,
                                  err, sizeof err);
     if (!c.notifier) {
