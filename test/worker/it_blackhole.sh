@@ -88,7 +88,7 @@ phase() {
   first_stop() {
     awk -v a="$t_bh" 'FILENAME == ARGV[1] {want[$1] = 1; next}
          $1 == "end" && $2 == "W1" && ($3 in want) && $4 >= a &&
-         (m == 0 || $4 < m) {m = $4} END {if (m) print m}' "$ids" "$ATT"
+         (m == 0 || $4 < m) {m = $4} END {if (m) printf "%.0f\n", m}' "$ids" "$ATT"
   }
   fence_seen() {
     local v
@@ -164,7 +164,12 @@ phase() {
   it_wait_until 30 "W1 to go on under a new session after phase $ph" w1_new_session
   it_check "W1 alive after phase $ph" "$(it_alive "$w1" && echo yes || echo no)" yes
   it_log "W1's new session: $(fl_session_of "$w1")"
+  PHASES_DONE=$((PHASES_DONE + 1))
 }
+
+# bash abandons a whole top-level command on an expansion error without
+# exiting: count the phases that ran to their end
+PHASES_DONE=0
 
 phase 1 "blackhole-app onceq-worker-heartbeat"
 # phase 2: W1 alone takes the new items; W2 comes back once W1 is cut off
@@ -173,6 +178,7 @@ it_check "W2's exit code after SIGTERM" "$IT_RC" 0
 w2=""
 phase 2 "blackhole-all"
 
+it_check "phases that ran to their end" "$PHASES_DONE" 2
 it_stop "$w2" 20
 it_check "W2's exit code after SIGTERM" "$IT_RC" 0
 it_stop "$w1" 20

@@ -101,7 +101,7 @@ fl_count() {
 fl_max_end() {
   awk -v lab="$2" 'FILENAME == ARGV[1] {want[$1] = 1; next}
        $1 == "end" && $2 == lab && ($3 in want) && $4 > m {m = $4}
-       END {print m + 0}' "$3" "$1"
+       END {printf "%.0f\n", m + 0}' "$3" "$1"
 }
 
 # fl_secs_until MS EXTRA: whole seconds from now until epoch MS, plus

@@ -107,6 +107,9 @@ worst=$(it_sql "SELECT max(r.ms) FROM (
                    AND l.old_claim = f.claim AND l.new_claim IS NULL
                    AND l.op = 'update' AND l.at > f.at
                   GROUP BY f.id, f.at) r")
+case "$worst" in
+'' | *[!0-9-]*) it_fail "no release time measured: '$worst'" ;;
+esac
 it_metric lost_claim_reply_released_after "$worst" ms \
   "bound $EXPIRY_MS + $SLACK_MS (one expiry + slack)"
 it_check_le "release of the lost claim's rows, ms after the claim" "$worst" \

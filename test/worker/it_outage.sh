@@ -104,6 +104,9 @@ check_stranding() {
   mv "$SUSPECT_FILE.new" "$SUSPECT_FILE"
 }
 
+# bash abandons a whole top-level command (this loop) on an expansion error
+# without exiting: count the rounds that ran to their end
+ROUNDS_DONE=0
 for round in $(seq 1 "$ROUNDS"); do
   it_log "---- round $round"
   sid=$(fl_session_of "$w")
@@ -150,7 +153,7 @@ for round in $(seq 1 "$ROUNDS"); do
   last_end=$(fl_max_end "$ATT" W "$ids")
   stopped_max=$(awk 'FILENAME == ARGV[1] {want[$1] = 1; next}
       $1 == "end" && ($3 in want) && $5 == "term" && $4 > m {m = $4}
-      END {print m + 0}' "$ids" "$ATT")
+      END {printf "%.0f\n", m + 0}' "$ids" "$ATT")
   [ "$stopped_max" -gt 0 ] ||
     it_fail "round $round: no attempt was stopped during the outage"
   it_metric "outage_${round}_children_stopped_after_stop" $((stopped_max - t_down)) ms \
@@ -172,7 +175,9 @@ for round in $(seq 1 "$ROUNDS"); do
   [ -z "$t_new" ] ||
     it_metric "outage_${round}_new_session_after_restart" $((t_new - t_up)) ms
   fl_check_no_overlap "$ATT"
+  ROUNDS_DONE=$((ROUNDS_DONE + 1))
 done
+it_check "rounds that ran to their end" "$ROUNDS_DONE" "$ROUNDS"
 
 rec=$(fl_metric_value "127.0.0.1:$MPORT" onceq_worker_reconciled_total)
 it_log "onceq_worker_reconciled_total: ${rec:-(not served)}"
