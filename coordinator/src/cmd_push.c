@@ -1562,7 +1562,10 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
         o.queue = val;
       } else if (cli_opt(argc, argv, &i, "--priority", &val)) {
         if (!cli_parse_int(val, INT32_MIN, INT32_MAX, &o.priority))
-          return cli_usage_error("push", "--priority must be an integer");
+          return cli_usage_error("push",
+                                 "--priority must be an integer from %d to %d "
+                                 "(got %s)",
+                                 INT32_MIN, INT32_MAX, val ? val : "nothing");
       } else if (cli_opt(argc, argv, &i, "--delay", &val)) {
         if (!val || oq_duration_parse(val, &o.delay_ms) != OQ_OK ||
             o.delay_ms < 0)

@@ -82,6 +82,13 @@ int main(int argc, char **argv)
     }
   }
   g.db = db_copy;
+  if (db_copy && !*db_copy) {
+    /* an unset variable in a script; libpq's defaults would be a guess */
+    rc = cli_usage_error(NULL, "--db is empty; give a database URL, or leave "
+                               "--db out to use ONCEQ_DATABASE_URL, "
+                               "DATABASE_URL or libpq's PG* variables");
+    goto out;
+  }
   if (nrest == 0) {
     rc = cli_usage_error(NULL, "no command given");
     goto out;

@@ -148,6 +148,19 @@ worker_case "--http no host" 2 '^onceq-worker: --http URL is not usable' --http 
 worker_case "--http bad IPv6" 2 '^onceq-worker: --http URL is not usable' --http 'http://[::1/x'
 worker_case "--http ftp URL" 2 'is not an http:// or https:// URL' --http 'ftp://example.com/'
 
+# ---- more flags: empty --db, ranges, the coordinator's webhook URL ----------
+worker_case "worker --db ''" 2 '^onceq-worker: --db is empty; give a database URL' \
+  --db '' --exec /bin/true
+cli_case "onceq --db= list" 2 '^onceq: --db is empty; give a database URL' --db= list
+cli_case "push --priority 2147483648" 2 \
+  '^onceq: push: --priority must be an integer from -2147483648 to 2147483647 \(got 2147483648\)' \
+  push --priority 2147483648 '{}'
+cli_case "coordinator --notify-url port 99999 with credentials" 2 \
+  '^onceq: coordinator: --notify-url URL is not usable: .*[Pp]ort' \
+  coordinator --notify-url "http://u:$SECRET@127.0.0.1:99999/hook"
+cli_case "coordinator --notify-url not http" 2 '^onceq: coordinator: .*notify-url' \
+  coordinator --notify-url "ftp://u:$SECRET@example.com/"
+
 # ---- a schema newer than the binary (every binary refuses it) -----------------
 q "INSERT INTO onceq_migrations (version, name) VALUES (999, 'from_the_future')"
 before=$(cli_snapshot)

@@ -37,7 +37,7 @@ bad "^onceq: push: PAYLOAD_JSON is not valid JSON \(expected ',' or '}' at colum
 bad "^onceq: push: PAYLOAD_JSON is not valid JSON \(expected a value at column 1\)" \
   push 'hello'
 bad '^onceq: push: one PAYLOAD_JSON at a time' push '{}' '{}'
-bad '^onceq: push: --priority must be an integer; see `onceq push --help`$' \
+bad '^onceq: push: --priority must be an integer from -2147483648 to 2147483647 \(got high\); see `onceq push --help`$' \
   push --priority high '{}'
 bad '^onceq: push: --delay must be a duration like 250ms, 5s, 2m or 1h \(got 5\)' \
   push --delay 5 '{}'

@@ -284,6 +284,11 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     if (!inline_val)
       i++;
   }
+  if (cfg->db && !*cfg->db)
+    return bad(err, errlen,
+               "--db is empty; give a database URL, or leave --db out to use "
+               "ONCEQ_DATABASE_URL, DATABASE_URL or libpq's PG* variables%s%s",
+               "", NULL);
   if (cfg->handler == WK_HANDLER_NONE)
     return bad(err, errlen,
                "no handler given; add one of --exec CMD, --http URL or --sql "

@@ -179,11 +179,12 @@ int wk_preflight_exec(const char *cmd, const char *path, char *err,
   return 2;
 }
 
-int wk_preflight_http(const char *url, char *err, size_t errlen)
+int wk_preflight_http(const char *flag, const char *url, char *err,
+                      size_t errlen)
 {
   CURLU *u = curl_url();
   if (!u) {
-    snprintf(err, errlen, "out of memory checking --http");
+    snprintf(err, errlen, "out of memory checking %s", flag);
     return 1;
   }
   int rc = 0;
@@ -192,26 +193,27 @@ int wk_preflight_http(const char *url, char *err, size_t errlen)
   CURLUcode c = curl_url_set(u, CURLUPART_URL, url, 0);
   if (c != CURLUE_OK) {
     snprintf(err, errlen,
-             "--http URL is not usable: %s; fix it (e.g. "
+             "%s URL is not usable: %s; fix it (e.g. "
              "https://host:8443/path, port 1-65535)",
-             curl_url_strerror(c));
+             flag, curl_url_strerror(c));
     rc = 2;
     goto out;
   }
   if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
       (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
-    snprintf(err, errlen, "--http URL must start with http:// or https://");
+    snprintf(err, errlen, "%s URL must start with http:// or https://", flag);
     rc = 2;
     goto out;
   }
   if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
-    snprintf(err, errlen, "--http URL has no host; e.g. https://host/path");
+    snprintf(err, errlen, "%s URL has no host; e.g. https://host/path", flag);
     rc = 2;
     goto out;
   }
   if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK &&
       strtol(port, NULL, 10) == 0) {
-    snprintf(err, errlen, "--http URL has port 0; give a port from 1 to 65535");
+    snprintf(err, errlen, "%s URL has port 0; give a port from 1 to 65535",
+             flag);
     rc = 2;
     goto out;
   }
@@ -232,7 +234,7 @@ int wk_preflight(const wk_config *cfg, char *err, size_t errlen)
     return wk_preflight_exec(cfg->exec_argv ? cfg->exec_argv[0] : NULL, NULL,
                              err, errlen);
   case WK_HANDLER_HTTP:
-    return wk_preflight_http(cfg->http_url, err, errlen);
+    return wk_preflight_http("--http", cfg->http_url, err, errlen);
   case WK_HANDLER_NONE:
     break;
   }
