@@ -436,6 +436,12 @@ static loop_state on_rejoining(wk *w, loop *l)
     wk_wait_slot(w, 100);
     return REJOINING;
   }
+  /* wait for the database first: deleting the old row then releases its
+   * claims at once instead of at the next reap */
+  if (!oq_db_connected(l->db) && oq_db_reconnect(l->db) != OQ_OK) {
+    wk_wait_slot(w, 500);
+    return REJOINING;
+  }
   if (w->current) {
     wk_gen *old = w->current;
     w->current = NULL;
