@@ -109,16 +109,31 @@ static void usage(FILE *out)
           "  exit 2 when no item has that id\n");
 }
 
-/* "label:" padded to one column, then the value. */
+/* "label:" padded to one column, then the value, escaped (oq_text_escape):
+ * a queue name or a handler's error is text from outside, and a newline or
+ * an escape sequence in it must not reach the terminal raw. */
 static void kv(const char *label, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void kv(const char *label, const char *fmt, ...)
 {
   va_list ap;
-  printf("%-12s ", label);
   va_start(ap, fmt);
-  vprintf(fmt, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
+  char *raw = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  char *safe = raw ? malloc((size_t)n * 6 + 1) : NULL; /* \u009B: 6 */
+  printf("%-12s ", label);
+  if (safe) {
+    va_start(ap, fmt);
+    vsnprintf(raw, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    oq_text_escape(safe, (size_t)n * 6 + 1, raw);
+    fputs(safe, stdout);
+  } else {
+    fputs("(out of memory)", stdout);
+  }
+  free(raw);
+  free(safe);
   putchar('\n');
 }
 
@@ -178,7 +193,7 @@ static void print_human(char **v)
   if (strcmp(kind, "done") != 0) {
     kv("unique_key:", "%s", or_dash(v[C_UKEY]));
     kv("last_error:", "%s", or_dash(v[C_ERR]));
-    kv("payload:", "%s", v[C_PAYLOAD]);
+    printf("%-12s %s\n", "payload:", v[C_PAYLOAD]); /* JSON text: escaped */
   } else {
     kv("payload:", "(not kept in the history)");
   }

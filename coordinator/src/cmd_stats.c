@@ -440,7 +440,9 @@ static void print_human(FILE *f, const co_snapshot *s, const rates *r,
     co_fmt_age(b[4], sizeof b[4], q->lag_s);
     co_fmt_rate(b[5], sizeof b[5], r->in_q[i]);
     co_fmt_rate(b[6], sizeof b[6], r->done_q[i]);
-    fprintf(f, "%-18.18s %8s %8s %8s %8s %8s %7s %8s%s\n", q->queue, b[0], b[1],
+    char qname[19 * 6];
+    oq_text_escape(qname, sizeof qname, q->queue); /* outside text */
+    fprintf(f, "%-18.18s %8s %8s %8s %8s %8s %7s %8s%s\n", qname, b[0], b[1],
             b[2], b[3], b[4], b[5], b[6], q->approx ? " ~" : "");
   }
   sum_queues(s, &t);

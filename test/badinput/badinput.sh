@@ -174,6 +174,25 @@ worker_case "newer schema: onceq-worker" 2 "^onceq-worker: .*$NEWER" --drain --e
 q "DELETE FROM onceq_migrations WHERE version = 999"
 before=$(cli_snapshot)
 
+# ---- control characters in a queue name never reach the terminal raw ---------
+NCASES=$((NCASES + 1))
+evil=$'evil\033[2J\nFORGED'
+id=$("$ONCEQ_CLI" push --queue "$evil" '{"k": "v\n"}')
+"$ONCEQ_CLI" show "$id" >"$t/show.out" 2>&1 || PROBLEMS+=("evil queue: onceq show failed: $(head -c 300 "$t/show.out")")
+"$ONCEQ_CLI" stats >"$t/stats.out" 2>&1 || PROBLEMS+=("evil queue: onceq stats failed: $(head -c 300 "$t/stats.out")")
+for f in show stats; do
+  if grep -q $'\033' "$t/$f.out"; then
+    PROBLEMS+=("evil queue: an escape sequence reached the terminal in onceq $f")
+  fi
+  if grep -q '^FORGED' "$t/$f.out"; then
+    PROBLEMS+=("evil queue: a newline in the queue name split a line of onceq $f")
+  fi
+done
+grep -q 'queue: *evil\\x1B\[2J\\nFORGED' "$t/show.out" ||
+  PROBLEMS+=("evil queue: onceq show does not name the queue escaped: $(grep queue: "$t/show.out")")
+"$ONCEQ_CLI" cancel "$id" >/dev/null 2>&1 || PROBLEMS+=("evil queue: cancel failed")
+cli_log "case $NCASES: control characters in a queue name: show and stats escape them"
+
 # ---- runtime: an --exec handler's stderr is not UTF-8 (issue 14, bad 2) --------
 # The failure is recorded with its real message (invalid bytes as '?'), the
 # item is dead-lettered at once (--max-attempts 1), nothing stays claimed;
