@@ -18,6 +18,11 @@
  *  - acked-elsewhere: not landed, reaped, and another session claims and
  *                 acks the item before we notice: item gone, so OQ_OK, and
  *                 only the other session's ledger row exists.
+ *  - gave-up:     landed, and the database refuses new connections while
+ *                 the client reconnects: oq_ack gives up with
+ *                 OQ_ERR_AMBIGUOUS. Once connections are allowed again, a
+ *                 second oq_ack of the same item reconciles first (item
+ *                 gone: OQ_OK, reconciled) and never re-runs the handler.
  * Every case checks the outcome on a direct (not proxied) connection.
  *
  * Usage: oq_it_ambiguous_commit [CASE]   (default: every case)
@@ -73,6 +78,7 @@ typedef struct gap_ctx {
   long reaped;         /* session rows deleted */
   oq_err other_ack;    /* session B's oq_ack result */
   int other_claimed;   /* items session B claimed */
+  char refuse_db[128]; /* gave-up: refuse new connections to this db */
 } gap_ctx;
 
 /* ---- conninfo plumbing ------------------------------------------------ */
@@ -223,6 +229,16 @@ static void in_the_gap(void *ud, cutproxy_mode mode)
 {
   gap_ctx *g = ud;
   g->ran = 1;
+  if (g->refuse_db[0]) {
+    /* from another database: the client's reconnects are refused */
+    oq_db *adm = oqt_connect(oqt_admin_dsn());
+    char sql[256];
+    snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS false",
+             g->refuse_db);
+    oqt_exec(adm, sql);
+    oq_db_close(adm);
+    return;
+  }
   if (g->kind != CASE_REAPED && g->kind != CASE_ACKED_ELSEWHERE)
     return;
   oq_db *db = oqt_connect(g->dsn);
@@ -440,6 +456,85 @@ static void run_case(const case_def *cd)
   oq_db_close(direct);
 }
 
+/* gave-up: oq_ack returns OQ_ERR_AMBIGUOUS; calling it again reconciles
+ * first (ack.h) instead of re-running the transaction blindly, which would
+ * find 0 rows and report a landed ack as lost. */
+static void run_gave_up(void)
+{
+  const char *dbname = "ambig_gave_up";
+  char dsn[1024];
+  snprintf(dsn, sizeof dsn, "%s", oqt_fresh_db(dbname, 1));
+  char real_db[128] = "";
+  {
+    oq_db *d = oqt_connect(dsn);
+    first_text t = query1(d, "SELECT current_database()", NULL);
+    snprintf(real_db, sizeof real_db, "%s", t.val);
+    oqt_exec(d, "CREATE TABLE ledger (item_id uuid, note text)");
+    oqt_enqueue_n(d, QUEUE, 1);
+    oq_db_close(d);
+  }
+  cutproxy *px = cutproxy_start(up_host, up_port);
+  if (!px)
+    OQT_FAIL("cutproxy_start failed");
+  char pdsn[2048];
+  proxied_dsn(dsn, cutproxy_port(px), pdsn, sizeof pdsn);
+  /* a short patience, so reconnecting gives up within the test */
+  oq_retry_policy rp = oq_retry_policy_tx();
+  rp.max_total_ms = 1500;
+  oq_db_opts o = {
+      .conninfo = pdsn, .application_name = "ambig-gave-up", .retry = &rp};
+  char err[OQ_ERRBUF_SIZE];
+  oq_db *db = NULL;
+  if (oq_db_open(&o, &db, err, sizeof err) != OQ_OK)
+    OQT_FAIL("connect through the proxy: %s", err);
+  oq_session_opts so = session_opts();
+  oq_session *s = NULL;
+  ASSERT_OK(db, oq_session_open(db, &so, &s));
+  const char *q[1] = {QUEUE};
+  oq_item *items = NULL;
+  size_t n = 0;
+  ASSERT_OK(db, oq_claim(db, s, q, 1, 1, &items, &n));
+  ASSERT_EQ(n, 1);
+
+  gap_ctx gap = {.kind = CASE_LANDED, .dsn = dsn};
+  snprintf(gap.refuse_db, sizeof gap.refuse_db, "%s", real_db);
+  cutproxy_on_cut(px, in_the_gap, &gap);
+  cutproxy_arm(px, CUTPROXY_CUT_AFTER_COMMIT);
+  ledger_ctx lc = {0, "run"};
+  bool reconciled = false;
+  oq_err e = oq_ack(db, s, &items[0], ledger_insert, &lc, NULL, &reconciled);
+  printf("CASE gave-up: first oq_ack -> %s (%s), handler runs=%d\n",
+         oq_strerror(e), oq_db_errmsg(db), lc.calls);
+  ASSERT_ERR(OQ_ERR_AMBIGUOUS, e);
+  ASSERT_EQ(gap.ran, 1);
+
+  oq_db *adm = oqt_connect(oqt_admin_dsn());
+  char sql[256];
+  snprintf(sql, sizeof sql, "ALTER DATABASE %s ALLOW_CONNECTIONS true",
+           real_db);
+  oqt_exec(adm, sql);
+  oq_db_close(adm);
+
+  int calls_before = lc.calls;
+  reconciled = false;
+  e = oq_ack(db, s, &items[0], ledger_insert, &lc, NULL, &reconciled);
+  printf("CASE gave-up: second oq_ack -> %s, reconciled=%d, handler "
+         "runs=%d\n",
+         oq_strerror(e), (int)reconciled, lc.calls);
+  ASSERT_ERR(OQ_OK, e);
+  ASSERT_EQ(reconciled, true);
+  ASSERT_EQ(lc.calls, calls_before); /* not re-run */
+  oq_db *direct = oqt_connect(dsn);
+  ASSERT_EQ(count1(direct, "SELECT count(*) FROM ledger", NULL), 1);
+  ASSERT_EQ(count1(direct, "SELECT count(*) FROM onceq_items", NULL), 0);
+  oq_db_close(direct);
+  oq_items_free(items, n);
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  oq_db_close(db);
+  cutproxy_stop(px);
+}
+
 int main(int argc, char **argv)
 {
   const char *admin = oqt_admin_dsn();
@@ -450,6 +545,10 @@ int main(int argc, char **argv)
     if (only && strcmp(only, cases[i].name) != 0)
       continue;
     run_case(&cases[i]);
+    ran++;
+  }
+  if (!only || strcmp(only, "gave-up") == 0) {
+    run_gave_up();
     ran++;
   }
   if (ran == 0)
