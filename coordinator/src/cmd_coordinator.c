@@ -483,6 +483,7 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
   coord c;
   char err[OQ_ERRBUF_SIZE];
   int rc = CLI_EXIT_OK;
+  char *notify_url = NULL; /* --notify-url's copy; argv is masked */
   memset(&c, 0, sizeof c);
   c.g = g;
   int p = parse(argc, argv, &c.o);
@@ -522,6 +523,15 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (c.o.notify_url) {
+    /* its password stays in a copy and leaves argv (ps, /proc/PID/cmdline);
+     * the option points into argv, which is ours to write */
+    notify_url = strdup(c.o.notify_url);
+    if (!notify_url) {
+      rc = cli_fail(CLI_EXIT_RUNTIME, "coordinator", "out of memory");
+      goto out;
+    }
+    oq_text_mask_secrets_in_place((char *)c.o.notify_url);
+    c.o.notify_url = notify_url;
     /* the worker's --http check: an unusable URL stops us now, not one
      * failing webhook per interval */
     if (wk_preflight_http("--notify-url", c.o.notify_url, err, sizeof err)) {
@@ -577,6 +587,7 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
   /* a second signal: no goodbye; the session is reaped after its expiry */
   drop_session(&c, signals_seen < 2);
 out:
+  free(notify_url);
   co_notifier_free(c.notifier);
   co_metrics_free(c.metrics);
   oq_db_close(c.db);

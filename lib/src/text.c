@@ -153,12 +153,12 @@ static size_t value_len(const char *s)
   return strcspn(s, " \t\r\n&");
 }
 
-void oq_text_mask_secrets(const char *in, char *out, size_t outlen)
+/* The next credential at or after p: its first byte, with its length in
+ * *len; NULL when there is none. A credential is the password of a URL's
+ * userinfo (scheme://user:PW@host) or the value of "password=" (any case,
+ * so also PGPASSWORD= and sslpassword=; blanks around '=' as libpq allows). */
+static const char *find_secret(const char *p, size_t *len)
 {
-  size_t pos = 0;
-  const char *p = in ? in : "";
-  if (outlen)
-    out[0] = '\0';
   while (*p) {
     if (strncmp(p, "://", 3) == 0) {
       const char *auth = p + 3;
@@ -168,17 +168,13 @@ void oq_text_mask_secrets(const char *in, char *out, size_t outlen)
         if (*q == '@')
           at = q;
       const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-      if (colon) {
-        put(out, outlen, &pos, p, (size_t)(colon - p) + 1);
-        put(out, outlen, &pos, "***", 3);
-        p = at;
-        continue;
+      if (colon && at > colon + 1) {
+        *len = (size_t)(at - colon - 1);
+        return colon + 1;
       }
-      put(out, outlen, &pos, p, 3);
-      p += 3;
+      p = auth;
       continue;
     }
-    /* also PGPASSWORD=, sslpassword=, ?password= */
     if (strncasecmp(p, "password", 8) == 0) {
       const char *q = p + 8;
       while (*q == ' ' || *q == '\t')
@@ -187,15 +183,42 @@ void oq_text_mask_secrets(const char *in, char *out, size_t outlen)
         q++;
         while (*q == ' ' || *q == '\t')
           q++;
-        put(out, outlen, &pos, p, (size_t)(q - p));
         size_t vl = value_len(q);
-        if (vl)
-          put(out, outlen, &pos, "***", 3);
-        p = q + vl;
-        continue;
+        if (vl) {
+          *len = vl;
+          return q;
+        }
       }
+      p += 8;
+      continue;
     }
-    put(out, outlen, &pos, p, 1);
     p++;
+  }
+  return NULL;
+}
+
+void oq_text_mask_secrets(const char *in, char *out, size_t outlen)
+{
+  size_t pos = 0, len = 0;
+  const char *p = in ? in : "";
+  if (outlen)
+    out[0] = '\0';
+  for (const char *sec = find_secret(p, &len); sec;
+       sec = find_secret(p, &len)) {
+    put(out, outlen, &pos, p, (size_t)(sec - p));
+    put(out, outlen, &pos, "***", 3);
+    p = sec + len;
+  }
+  put(out, outlen, &pos, p, strlen(p));
+}
+
+void oq_text_mask_secrets_in_place(char *s)
+{
+  size_t len = 0;
+  const char *p = s;
+  for (const char *sec = find_secret(p, &len); sec;
+       sec = find_secret(p, &len)) {
+    memset(s + (sec - s), '*', len);
+    p = sec + len;
   }
 }

@@ -174,6 +174,42 @@ worker_case "newer schema: onceq-worker" 2 "^onceq-worker: .*$NEWER" --drain --e
 q "DELETE FROM onceq_migrations WHERE version = 999"
 before=$(cli_snapshot)
 
+# ---- a running daemon's argv never shows a URL password (ps) -----------------
+# cmdline_case NAME BIN ARGS...: start BIN in the background, wait for its
+# session row, read /proc/PID/cmdline, stop it with SIGTERM.
+cmdline_case() {
+  local name=$1 bin=$2 pid n=0 cmdline
+  shift 2
+  NCASES=$((NCASES + 1))
+  "$bin" "$@" >"$t/cmdline.log" 2>&1 </dev/null &
+  pid=$!
+  CLI_PIDS+=("$pid")
+  while [ "$(q "SELECT count(*) FROM onceq_sessions")" = 0 ] && [ $n -lt 100 ] &&
+    kill -0 "$pid" 2>/dev/null; do
+    sleep 0.1
+    n=$((n + 1))
+  done
+  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  cli_log "case $NCASES $name: cmdline: $cmdline"
+  [ -n "$cmdline" ] || PROBLEMS+=("$name: the daemon was not running: $(head -c 300 "$t/cmdline.log")")
+  case "$cmdline" in
+  *"$SECRET"*) PROBLEMS+=("$name: the password shows in /proc/PID/cmdline: $cmdline") ;;
+  esac
+  if grep -q "$SECRET" "$t/cmdline.log"; then
+    PROBLEMS+=("$name: the password shows in the log")
+  fi
+  q "DELETE FROM onceq_sessions" >/dev/null
+}
+cmdline_case "worker --http URL with a password, in ps" "$ONCEQ_WORKER" \
+  --queue cmdline --http "http://hook:$SECRET@127.0.0.1:9/hook"
+cmdline_case "worker --http=URL with a password, in ps" "$ONCEQ_WORKER" \
+  --queue cmdline "--http=http://hook:$SECRET@127.0.0.1:9/hook"
+cmdline_case "coordinator --notify-url with a password, in ps" "$ONCEQ_CLI" \
+  coordinator --notify-url "https://hook:$SECRET@127.0.0.1:9/dead"
+before=$(cli_snapshot)
+
 # ---- control characters in a queue name never reach the terminal raw ---------
 NCASES=$((NCASES + 1))
 evil=$'evil\033[2J\nFORGED'

@@ -77,6 +77,13 @@ int main(void)
   oq_text_mask_secrets("postgresql://u:pw@h/d", out, 12);
   ASSERT_EQ(strlen(out), 11);
   ASSERT_NOT_CONTAINS(out, "pw");
+  /* in place, for argv: same length, password gone */
+  char argv1[] = "https://user:tok3n@hooks.example/x?password=abc&y=1";
+  oq_text_mask_secrets_in_place(argv1);
+  ASSERT_STREQ(argv1, "https://user:*****@hooks.example/x?password=***&y=1");
+  char argv2[] = "http://127.0.0.1:8080/hook";
+  oq_text_mask_secrets_in_place(argv2);
+  ASSERT_STREQ(argv2, "http://127.0.0.1:8080/hook");
   printf("PASS unit_text\n");
   return 0;
 }

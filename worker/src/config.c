@@ -242,7 +242,12 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
       if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8))
         return bad(err, errlen, "--http %s is not an http:// or https:// URL%s",
                    val, NULL);
-      cfg->http_url = val;
+      /* its password stays in a copy and leaves argv (ps) */
+      free((char *)cfg->http_url);
+      cfg->http_url = strdup(val);
+      if (!cfg->http_url)
+        return bad(err, errlen, "out of memory%s%s", "", NULL);
+      oq_text_mask_secrets_in_place((char *)val);
     } else if (strcmp(a, "--sql") == 0) {
       if (set_handler(cfg, WK_HANDLER_SQL, a, err, errlen))
         return -1;
@@ -320,4 +325,6 @@ void wk_config_free(wk_config *cfg)
 {
   free(cfg->db);
   cfg->db = NULL;
+  free((char *)cfg->http_url);
+  cfg->http_url = NULL;
 }

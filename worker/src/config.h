@@ -28,7 +28,7 @@ typedef struct wk_config {
   int batch;                         /* max items claimed per round */
   wk_handler_kind handler;
   char **exec_argv;     /* --exec: NULL-terminated (into argv) */
-  const char *http_url; /* --http */
+  const char *http_url; /* --http (a copy; argv is masked) */
   const char *sql;      /* --sql */
   int64_t heartbeat_interval_ms;
   int64_t session_expiry_ms;

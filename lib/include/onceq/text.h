@@ -50,6 +50,12 @@ size_t oq_text_escape(char *dst, size_t cap, const char *src);
  */
 void oq_text_mask_secrets(const char *in, char *out, size_t outlen);
 
+/* Overwrite in place, with '*' and keeping the length, every credential
+ * oq_text_mask_secrets would mask: for a process's argv, so `ps` and
+ * /proc/PID/cmdline do not show a --http or --notify-url password. Use a
+ * copy made before for the real value. */
+void oq_text_mask_secrets_in_place(char *s);
+
 #ifdef __cplusplus
 }
 #endif
