@@ -43,6 +43,10 @@
 #include "cli.h"
 #include "table.h"
 
+/* Longest queue name or unique key push accepts, in bytes: both are index
+ * keys (a btree entry holds at most about 2700 bytes) and a queue name
+ * travels in the wake-up NOTIFY (payload under 8000 bytes). */
+#define MAX_NAME_BYTES 1000
 #define DEFAULT_BATCH 1000
 #define MAX_BATCH 100000
 #define MAX_LINE_BYTES (256u << 20) /* jsonb's own limit is 255 MiB */
@@ -1559,6 +1563,11 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
       } else if (cli_opt(argc, argv, &i, "--queue", &val)) {
         if (!val || !*val)
           return cli_usage_error("push", "--queue needs a queue name");
+        if (strlen(val) > MAX_NAME_BYTES)
+          return cli_usage_error("push",
+                                 "--queue is %zu bytes long; a queue name is "
+                                 "at most %d bytes",
+                                 strlen(val), MAX_NAME_BYTES);
         o.queue = val;
       } else if (cli_opt(argc, argv, &i, "--priority", &val)) {
         if (!cli_parse_int(val, INT32_MIN, INT32_MAX, &o.priority))
@@ -1581,6 +1590,11 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
       } else if (cli_opt(argc, argv, &i, "--unique-key", &val)) {
         if (!val || !*val)
           return cli_usage_error("push", "--unique-key needs a key");
+        if (strlen(val) > MAX_NAME_BYTES)
+          return cli_usage_error("push",
+                                 "--unique-key is %zu bytes long; a key is at "
+                                 "most %d bytes (hash a longer one)",
+                                 strlen(val), MAX_NAME_BYTES);
         o.unique_key = val;
       } else if (cli_opt(argc, argv, &i, "--max-attempts", &val)) {
         if (!cli_parse_int(val, 1, INT32_MAX, &o.max_attempts))

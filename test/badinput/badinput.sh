@@ -155,6 +155,12 @@ cli_case "onceq --db= list" 2 '^onceq: --db is empty; give a database URL' --db=
 cli_case "push --priority 2147483648" 2 \
   '^onceq: push: --priority must be an integer from -2147483648 to 2147483647 \(got 2147483648\)' \
   push --priority 2147483648 '{}'
+cli_case "push --queue of 9000 bytes (over NOTIFY's limit)" 2 \
+  '^onceq: push: --queue is 9000 bytes long; a queue name is at most 1000 bytes' \
+  push --queue "$(head -c 9000 /dev/zero | tr '\0' q)" '{}'
+cli_case "push --unique-key of 9000 bytes (over the index limit)" 2 \
+  '^onceq: push: --unique-key is 9000 bytes long; a key is at most 1000 bytes' \
+  push --unique-key "$(head -c 9000 /dev/zero | tr '\0' k)" '{}'
 cli_case "coordinator --notify-url port 99999 with credentials" 2 \
   '^onceq: coordinator: --notify-url URL is not usable: .*[Pp]ort' \
   coordinator --notify-url "http://u:$SECRET@127.0.0.1:99999/hook"
