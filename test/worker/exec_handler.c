@@ -172,6 +172,13 @@ static void test_exit_status(void)
   ASSERT_EQ(o.r.outcome, WK_FAILED);
   ASSERT_STREQ(o.r.error, "exit status 42");
 
+  /* stderr that is not UTF-8 (Latin-1) is recorded as clean text: the
+   * database would refuse the raw bytes and strand the item */
+  run_sh("printf 'Fehler: Datei M\\374ller.txt fehlt\\n\\0x' >&2; exit 3", 5000,
+         0, NULL, &o);
+  ASSERT_EQ(o.r.outcome, WK_FAILED);
+  ASSERT_STREQ(o.r.error, "exit status 3: Fehler: Datei M?ller.txt fehlt\n?x");
+
   char want[64];
   snprintf(want, sizeof want, "killed by signal %d (SIGUSR1)", SIGUSR1);
   run_sh("kill -USR1 $$", 5000, 0, NULL, &o);
