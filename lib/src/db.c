@@ -143,6 +143,11 @@ const oq_db_opts *oq__db_opts(const oq_db *db)
   return &db->opts;
 }
 
+void oq__db_count_restart(oq_db *db)
+{
+  db->restarts++;
+}
+
 void oq__db_set_ambiguous(oq_db *db, const char *item_id)
 {
   snprintf(db->ambiguous_id, sizeof db->ambiguous_id, "%s", item_id);
@@ -498,6 +503,175 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
 out:
   PQclear(res);
   return e;
+}
+
+/* Wait (within until_ms, 0: no limit) until a result can be read without
+ * blocking. false: the deadline passed or the connection failed. */
+static bool wait_readable(oq_db *db, uint64_t until_ms, bool *timed_out)
+{
+  while (PQisBusy(db->conn)) {
+    int flush = PQflush(db->conn);
+    if (flush < 0)
+      return false;
+    struct pollfd pfd = {.fd = PQsocket(db->conn),
+                         .events = POLLIN | (flush == 1 ? POLLOUT : 0)};
+    int wait_ms = -1;
+    if (until_ms) {
+      uint64_t now = oq_monotonic_ms();
+      if (now >= until_ms) {
+        *timed_out = true;
+        return false;
+      }
+      wait_ms = (int)(until_ms - now);
+    }
+    if (pfd.fd < 0)
+      return false;
+    int r = poll(&pfd, 1, wait_ms);
+    if (r < 0 && errno != EINTR)
+      return false;
+    if (r > 0 && !PQconsumeInput(db->conn))
+      return true; /* PQgetResult reports the failure */
+  }
+  return true;
+}
+
+/* Rows of one pipelined result to its statement's callback. */
+static oq_err deliver_rows(PGresult *res, oq__pstmt *st)
+{
+  ExecStatusType es = PQresultStatus(res);
+  st->affected = es == PGRES_TUPLES_OK && affected_rows(res) < 0
+                     ? PQntuples(res)
+                     : affected_rows(res);
+  if (!st->rows)
+    return OQ_OK;
+  int nrows = PQntuples(res), ncols = PQnfields(res);
+  const char *vals[64];
+  if (ncols > 64)
+    ncols = 64;
+  oq_err e = OQ_OK;
+  for (int r = 0; r < nrows && e == OQ_OK; r++) {
+    for (int c = 0; c < ncols; c++)
+      vals[c] = PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
+    e = st->rows(st->ud, ncols, vals);
+  }
+  return e;
+}
+
+/*
+ * Pipeline mode is a libpq feature over the v3 extended protocol, which
+ * both engines speak: "it is a client-side feature which doesn't require
+ * special server support" (PostgreSQL docs, libpq "Pipeline Mode").
+ */
+oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
+{
+  *failed = -1;
+  oq__db_clear(db);
+  if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+    return oq__db_fail(db, OQ_ERR_CONN, NULL,
+                       "not connected to %s; the connection was lost",
+                       db->masked);
+  if (!PQenterPipelineMode(db->conn))
+    return fail_from_result(db, NULL, "cannot enter pipeline mode");
+  bool sent_all = true;
+  for (size_t i = 0; i < n && sent_all; i++)
+    sent_all = PQsendQueryParams(db->conn, stmts[i].sql, stmts[i].nparams,
+                                 (const Oid *)stmts[i].types, stmts[i].params,
+                                 NULL, NULL, 0) == 1;
+  if (sent_all)
+    sent_all = PQpipelineSync(db->conn) == 1;
+  if (!sent_all) {
+    oq_err e = oq__db_fail(db, OQ_ERR_CONN, NULL,
+                           "pipeline to %s could not be sent: %s", db->masked,
+                           PQerrorMessage(db->conn));
+    PQfinish(db->conn); /* a half-sent pipeline leaves no usable state */
+    db->conn = NULL;
+    return e;
+  }
+  uint64_t until =
+      db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
+  oq_err first = OQ_OK;
+  size_t next = 0; /* the statement whose results come next */
+  bool synced = false, lost = false, timed_out = false;
+  while (!synced) {
+    if (!wait_readable(db, until, &timed_out)) {
+      lost = true;
+      break;
+    }
+    PGresult *res = PQgetResult(db->conn);
+    if (!res) {
+      if (PQstatus(db->conn) == CONNECTION_BAD) {
+        lost = true;
+        break;
+      }
+      next++; /* the end of one statement's results */
+      continue;
+    }
+    ExecStatusType es = PQresultStatus(res);
+    if (es == PGRES_PIPELINE_SYNC) {
+      synced = true;
+    } else if (es == PGRES_PIPELINE_ABORTED) {
+      /* skipped after an earlier failure */
+    } else if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK) {
+      if (next < n && first == OQ_OK) {
+        oq_err e = deliver_rows(res, &stmts[next]);
+        if (e != OQ_OK) {
+          first = oq__db_fail(db, e, NULL,
+                              "pipelined statement %zu: rows "
+                              "callback failed",
+                              next);
+          *failed = (long)next;
+        }
+      }
+    } else if (PQstatus(db->conn) == CONNECTION_BAD) {
+      PQclear(res); /* libpq's report of the lost connection */
+      lost = true;
+      break;
+    } else if (first == OQ_OK) {
+      first = fail_from_result(db, res, "query failed");
+      *failed = (long)(next < n ? next : n - 1);
+    }
+    PQclear(res);
+  }
+  if (lost) {
+    bool before_failure = first == OQ_OK;
+    const char *why =
+        timed_out ? "no answer within the deadline" : PQerrorMessage(db->conn);
+    char msg[OQ_ERRBUF_SIZE];
+    snprintf(msg, sizeof msg, "%s", why);
+    PQfinish(db->conn);
+    db->conn = NULL;
+    if (before_failure)
+      return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
+                         "pipeline outcome unknown: connection to %s lost "
+                         "(%s)",
+                         db->masked, msg);
+    return oq__db_fail(db, OQ_ERR_CONN, db->sqlstate,
+                       "connection to %s lost after: %s", db->masked,
+                       db->errmsg);
+  }
+  /* a failure left the explicit transaction aborted: end it, so the
+   * connection is usable (the caller runs the batch again) */
+  if (PQtransactionStatus(db->conn) == PQTRANS_INERROR ||
+      PQtransactionStatus(db->conn) == PQTRANS_INTRANS) {
+    bool t = false;
+    PQexitPipelineMode(db->conn);
+    PGresult *rb = exec_simple(db, "ROLLBACK", &t);
+    PQclear(rb);
+    if (t || !db->conn)
+      return first != OQ_OK
+                 ? first
+                 : oq__db_fail(db, OQ_ERR_CONN, NULL,
+                               "ROLLBACK on %s timed out", db->masked);
+  }
+  if (db->conn && PQpipelineStatus(db->conn) != PQ_PIPELINE_OFF &&
+      !PQexitPipelineMode(db->conn)) {
+    PQfinish(db->conn);
+    db->conn = NULL;
+    if (first == OQ_OK)
+      return oq__db_fail(db, OQ_ERR_CONN, NULL,
+                         "cannot leave pipeline mode on %s", db->masked);
+  }
+  return first;
 }
 
 static oq_err run(oq_db *db, const char *sql, int nparams,

@@ -108,6 +108,35 @@ static const char claim_parts_crdb[] =
   "id, queue, payload, priority, attempts, max_attempts, unique_key, "         \
   "last_error, created_at"
 
+/* Results (schema v3): the pieces of the OQ__SQL_*_KEEP acks. */
+#define KEEP_RETURNING " RETURNING id, queue, attempts, created_at, keep_result"
+/* d joined with the results array parallel to $1 (GROUP BY: a duplicate id
+ * must not write its row twice) */
+#define KEEP_X(results)                                                        \
+  " v AS (SELECT u.id, max(u.res) AS res FROM unnest($1::uuid[], " results   \
+  "::text[]) AS u(id, res) GROUP BY u.id),"                                    \
+  " x AS (SELECT d.id, d.queue, d.attempts, d.created_at, d.keep_result,"     \
+  " v.res FROM d LEFT JOIN v ON v.id = d.id),"
+#define KEEP_WRITES(history)                                                   \
+  " h AS (INSERT INTO onceq_done (item_id, queue, attempts, session_id,"      \
+  " result, created_at)"                                                       \
+  " SELECT id, queue, attempts, $2::uuid, res, created_at FROM x"              \
+  " WHERE " history "::bool"                                                   \
+  " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"                      \
+  " session_id = excluded.session_id, result = excluded.result"                \
+  " RETURNING item_id),"                                                       \
+  " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result,"        \
+  " truncated)"                                                                \
+  " SELECT id, queue, 'done', left(res, 65536),"                               \
+  " coalesce(length(res) > 65536, false) FROM x WHERE keep_result"             \
+  " ON CONFLICT (item_id) DO UPDATE SET outcome = excluded.outcome,"           \
+  " result = excluded.result, truncated = excluded.truncated,"                 \
+  " finished_at = now() RETURNING item_id)"
+#define KEEP_COUNTS_FROM                                                       \
+  " FROM (SELECT count(*) FROM h) AS hn, (SELECT count(*) FROM r) AS rn"
+#define KEEP_COUNTS                                                            \
+  ", (SELECT count(*) FROM h) AS hn, (SELECT count(*) FROM r) AS rn"
+
 static const char *const shared[OQ__SQL__COUNT] = {
     [OQ__SQL_ACK] = "DELETE FROM onceq_items WHERE id = $1::uuid"
                     " AND claim = $2::uuid",
@@ -131,6 +160,29 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"
         " session_id = excluded.session_id, result = excluded.result"
         " RETURNING item_id::text",
+    /* The batch ack's claim check (ack_many.c): it fails the whole
+     * transaction unless it deleted every id sent ($3 of them), so no
+     * handler effect of a batch commits without its item's ack. The
+     * divisor depends on count(*), so no planner folds it into a constant
+     * error (a CASE does not protect a constant subexpression, PostgreSQL
+     * docs "Expression Evaluation Rules"); 1/0 is SQLSTATE 22012 on both
+     * engines. */
+    [OQ__SQL_ACK_MANY_CHECK] =
+        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
+        " AND claim = $2::uuid RETURNING id)"
+        " SELECT 1 / (CASE WHEN count(*) = $3::int8 THEN 1 ELSE 0 END)"
+        " FROM d",
+    [OQ__SQL_ACK_MANY_CHECK_HISTORY] =
+        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
+        " AND claim = $2::uuid RETURNING id, queue, attempts, created_at),"
+        " h AS (INSERT INTO onceq_done (item_id, queue, attempts, session_id,"
+        " result, created_at)"
+        " SELECT id, queue, attempts, $2::uuid, NULL, created_at FROM d"
+        " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"
+        " session_id = excluded.session_id, result = excluded.result"
+        " RETURNING item_id)"
+        " SELECT 1 / (CASE WHEN count(*) = $3::int8 THEN 1 ELSE 0 END)"
+        " FROM d",
     [OQ__SQL_ITEM_CLAIM_OF] =
         "SELECT claim::text FROM onceq_items WHERE id = $1::uuid",
     [OQ__SQL_ITEMS_CLAIMED_BY_US] =
@@ -247,6 +299,47 @@ static const char *const shared[OQ__SQL__COUNT] = {
     [OQ__SQL_MIGRATIONS_RECORD] =
         "INSERT INTO onceq_migrations (version, name) VALUES ($1::int,"
         " $2::text) ON CONFLICT (version) DO NOTHING",
+    /* ---- results and waiting (schema v3, wait.h) ----
+     * The acks below are the claim-checked DELETE plus, in the same
+     * statement, the history row ($4/$5 history: true) and the result row
+     * of an item that asked for one (keep_result): a result row exists if
+     * and only if that ack committed. The result is bounded to
+     * OQ_RESULT_MAX_CHARS characters, truncated = it was cut. Every CTE is
+     * referenced, so both engines run it. */
+    [OQ__SQL_ACK_KEEP] =
+        "WITH d AS (DELETE FROM onceq_items WHERE id = $1::uuid"
+        " AND claim = $2::uuid" KEEP_RETURNING "),"
+        " x AS (SELECT d.id, d.queue, d.attempts, d.created_at,"
+        " d.keep_result, $3::text AS res FROM d)," KEEP_WRITES("$4")
+        " SELECT x.id::text FROM x" KEEP_COUNTS,
+    /* $3: results parallel to $1 (text[], NULL entries: none) */
+    [OQ__SQL_ACK_BATCH_KEEP] =
+        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
+        " AND claim = $2::uuid" KEEP_RETURNING ")," KEEP_X("$3")
+        KEEP_WRITES("$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
+    /* oq_ack_many's check (OQ__SQL_ACK_MANY_CHECK) that also keeps
+     * results: $3 the count sent, $4 results (text[]), $5 history */
+    [OQ__SQL_ACK_MANY_CHECK_KEEP] =
+        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
+        " AND claim = $2::uuid" KEEP_RETURNING ")," KEEP_X("$4")
+        KEEP_WRITES("$5")
+        " SELECT 1 / (CASE WHEN (SELECT count(*) FROM x) = $3::int8"
+        " THEN 1 ELSE 0 END)" KEEP_COUNTS_FROM,
+    /* a waiter asks for the outcome of live items it waits for */
+    [OQ__SQL_WAIT_OPT_IN] = "UPDATE onceq_items SET keep_result = true"
+                            " WHERE id = ANY($1::uuid[]) AND NOT keep_result",
+    /* one statement, one snapshot: live, result row, dead, history */
+    [OQ__SQL_WAIT_STATE] =
+        "SELECT w.id::text, i.id IS NOT NULL, r.outcome, r.result,"
+        " coalesce(r.truncated, false), dd.id IS NOT NULL, dd.last_error,"
+        " dd.attempts, dn.item_id IS NOT NULL, dn.result"
+        " FROM unnest($1::uuid[]) AS w(id)"
+        " LEFT JOIN onceq_items i ON i.id = w.id"
+        " LEFT JOIN onceq_results r ON r.item_id = w.id"
+        " LEFT JOIN onceq_dead dd ON dd.id = w.id"
+        " LEFT JOIN onceq_done dn ON dn.item_id = w.id",
+    [OQ__SQL_ENQUEUE_KEEP_RESULT] = "UPDATE onceq_items SET keep_result = true"
+                                    " WHERE id = $1::uuid",
 };
 
 /* Only PostgreSQL has advisory locks; on CockroachDB migrations rely on

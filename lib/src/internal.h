@@ -50,6 +50,33 @@ uint64_t *oq__db_rng(oq_db *db);
 void oq__policy_sleep(const oq_retry_policy *p, int ms);
 /* Connection options a thread can copy to open its own connection. */
 const oq_db_opts *oq__db_opts(const oq_db *db);
+/* One statement of a pipeline (oq__db_pipeline). */
+typedef struct oq__pstmt {
+  const char *sql;
+  int nparams;
+  const unsigned int *types; /* may be NULL: infer */
+  const char *const *params;
+  oq_row_fn rows; /* may be NULL: rows discarded */
+  void *ud;
+  long affected; /* out: rows affected/returned, -1 unknown */
+} oq__pstmt;
+
+/*
+ * Send n statements in one pipeline (libpq pipeline mode: one Sync, so one
+ * round trip for all of them) and collect their results within the
+ * connection's deadline. *failed gets the index of the first statement that
+ * failed, or -1. Statements after a failure are not run (the server skips
+ * them until the Sync). Returns OQ_OK when all succeeded; the first
+ * failure's error otherwise (details on db). A connection lost before every
+ * result arrived gives OQ_ERR_AMBIGUOUS when no statement had failed yet
+ * (the last statements, a COMMIT among them, may have run), else
+ * OQ_ERR_CONN.
+ */
+oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed);
+
+/* Count a transaction restart taken outside oq_db_transact (metrics). */
+void oq__db_count_restart(oq_db *db);
+
 /* oq_ack gave up on item_id with OQ_ERR_AMBIGUOUS: remember it, so the
  * next oq_ack of that item on this db reconciles first. take() returns
  * whether item_id was the one remembered, and forgets it. */
@@ -78,6 +105,8 @@ typedef enum oq__stmt {
   OQ__SQL_ACK_HISTORY,
   OQ__SQL_ACK_BATCH,
   OQ__SQL_ACK_BATCH_HISTORY,
+  OQ__SQL_ACK_MANY_CHECK,
+  OQ__SQL_ACK_MANY_CHECK_HISTORY,
   OQ__SQL_ITEM_CLAIM_OF,
   OQ__SQL_ITEMS_CLAIMED_BY_US,
   OQ__SQL_FAIL_RETRY,
@@ -108,6 +137,13 @@ typedef enum oq__stmt {
   OQ__SQL_MIGRATIONS_RECORD,
   OQ__SQL_MIGRATE_LOCK,
   OQ__SQL_MIGRATE_UNLOCK,
+  /* results and waiting (wait.c, ack.c; schema v3) */
+  OQ__SQL_ACK_KEEP,
+  OQ__SQL_ACK_BATCH_KEEP,
+  OQ__SQL_ACK_MANY_CHECK_KEEP,
+  OQ__SQL_WAIT_OPT_IN,
+  OQ__SQL_WAIT_STATE,
+  OQ__SQL_ENQUEUE_KEEP_RESULT,
   OQ__SQL__COUNT
 } oq__stmt;
 
@@ -117,6 +153,18 @@ const char *oq__sql(oq_engine engine, oq__stmt stmt);
 oq_engine oq__dialect_detect(const char *crdb_version);
 /* Build a text[] literal {"a","b"} for queues; malloc'd, NULL on OOM. */
 char *oq__text_array(const char *const *elems, size_t n);
+
+/* ---- ack.c: results (schema v3) -------------------------------------- */
+
+/* A copy of result cut past what the ack statements keep (they bound it to
+ * OQ_RESULT_MAX_CHARS and flag truncated); NULL for NULL or out of memory.
+ * Free with free(). */
+char *oq__result_bounded(const char *result);
+/* The text[] literal of n results for the batch acks: results[i] (NULL
+ * entries are SQL NULL), or all for every item when results is NULL.
+ * malloc'd; NULL on out of memory. */
+char *oq__results_array(const char *const *results, const char *all,
+                        size_t n);
 
 /* ---- claim.c ------------------------------------------------------- */
 

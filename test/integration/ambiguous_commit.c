@@ -18,6 +18,9 @@
  *  - acked-elsewhere: not landed, reaped, and another session claims and
  *                 acks the item before we notice: item gone, so OQ_OK, and
  *                 only the other session's ledger row exists.
+ *  - batch-landed / batch-not-landed: the same cuts around the COMMIT of a
+ *                 pipelined batch ack (oq_ack_many_sql, 5 items): every item
+ *                 acked, one ledger row each.
  *  - gave-up:     landed, and the database refuses new connections while
  *                 the client reconnects: oq_ack gives up with
  *                 OQ_ERR_AMBIGUOUS. Once connections are allowed again, a
@@ -535,6 +538,62 @@ static void run_gave_up(void)
   cutproxy_stop(px);
 }
 
+/* A pipelined batch of 5 cut around its COMMIT: reconciled per item. */
+static void run_batch_case(const char *name, cutproxy_mode mode)
+{
+  char dbname[64];
+  snprintf(dbname, sizeof dbname, "ambig_%s", name);
+  char dsn[1024];
+  snprintf(dsn, sizeof dsn, "%s", oqt_fresh_db(dbname, 1));
+  oq_db *direct = oqt_connect(dsn);
+  oqt_exec(direct, "CREATE TABLE ledger (item_id uuid, note text)");
+  oqt_enqueue_n(direct, QUEUE, 5);
+  cutproxy *px = cutproxy_start(up_host, up_port);
+  if (!px)
+    OQT_FAIL("cutproxy_start failed");
+  char pdsn[2048];
+  proxied_dsn(dsn, cutproxy_port(px), pdsn, sizeof pdsn);
+  oq_db *db = oqt_connect(pdsn);
+  oq_session_opts so = session_opts();
+  oq_session *s = NULL;
+  ASSERT_OK(db, oq_session_open(db, &so, &s));
+  const char *q[1] = {QUEUE};
+  oq_item *items = NULL;
+  size_t n = 0;
+  ASSERT_OK(db, oq_claim(db, s, q, 1, 10, &items, &n));
+  ASSERT_EQ(n, 5);
+  cutproxy_arm(px, mode);
+  oq_ack_result res[5];
+  oq_err e = oq_ack_many_sql(
+      db, s, items, n,
+      "INSERT INTO ledger (item_id, note) VALUES ($2, 'batch')", NULL, res);
+  if (!cutproxy_wait_settled(px, 40000))
+    OQT_FAIL("the cut connection did not settle within 40 s");
+  char commit_result[64];
+  cutproxy_commit_result(px, commit_result, sizeof commit_result);
+  long ledger = count1(direct, "SELECT count(*) FROM ledger", NULL);
+  long distinct =
+      count1(direct, "SELECT count(DISTINCT item_id) FROM ledger", NULL);
+  long left = count1(direct, "SELECT count(*) FROM onceq_items", NULL);
+  printf("CASE %-15s (isolation %s, proxy %s): oq_ack_many_sql -> %s, "
+         "commit-result=%s, ledger rows=%ld (distinct %ld), items left=%ld\n",
+         name, oqt_isolation(), cutproxy_mode_name(mode), oq_strerror(e),
+         commit_result[0] ? commit_result : "-", ledger, distinct, left);
+  ASSERT_EQ(cutproxy_fired(px), 1);
+  ASSERT_ERR(OQ_OK, e);
+  for (size_t i = 0; i < n; i++)
+    ASSERT_EQ(res[i].verdict, OQ_ACK_DONE);
+  ASSERT_EQ(ledger, 5);
+  ASSERT_EQ(distinct, 5);
+  ASSERT_EQ(left, 0);
+  oq_items_free(items, n);
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  oq_db_close(db);
+  cutproxy_stop(px);
+  oq_db_close(direct);
+}
+
 int main(int argc, char **argv)
 {
   const char *admin = oqt_admin_dsn();
@@ -545,6 +604,14 @@ int main(int argc, char **argv)
     if (only && strcmp(only, cases[i].name) != 0)
       continue;
     run_case(&cases[i]);
+    ran++;
+  }
+  if (!only || strcmp(only, "batch-landed") == 0) {
+    run_batch_case("batch-landed", CUTPROXY_CUT_AFTER_COMMIT);
+    ran++;
+  }
+  if (!only || strcmp(only, "batch-not-landed") == 0) {
+    run_batch_case("batch-not-landed", CUTPROXY_CUT_BEFORE_COMMIT);
     ran++;
   }
   if (!only || strcmp(only, "gave-up") == 0) {

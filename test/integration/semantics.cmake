@@ -9,5 +9,6 @@ oq_add_test(enqueue_tx LABEL integration TIMEOUT 120 SOURCES enqueue_tx.c)
 oq_add_test(unique_key LABEL integration TIMEOUT 120 SOURCES unique_key.c)
 oq_add_test(poison LABEL integration TIMEOUT 120 SOURCES poison.c)
 oq_add_test(history LABEL integration TIMEOUT 120 SOURCES history.c)
+oq_add_test(ack_many LABEL integration TIMEOUT 120 SOURCES ack_many.c)
 oq_add_test(claim_queues LABEL integration TIMEOUT 120
             SOURCES claim_queues.c INTERNAL)

@@ -40,9 +40,17 @@ extern "C" {
  */
 typedef oq_err (*oq_ack_fn)(oq_db *db, const oq_item *item, void *ud);
 
+/* A kept result is cut to this many characters (onceq_results.truncated
+ * then says so); see wait.h. */
+#define OQ_RESULT_MAX_CHARS 65536
+
 typedef struct oq_ack_opts {
   bool history;       /* also write onceq_done in the same transaction */
-  const char *result; /* history only: result text to keep; may be NULL */
+  const char *result; /* result text kept in history and, for an item with
+                         keep_result, in onceq_results; may be NULL. For
+                         oq_ack_batch: every item's, unless results is set */
+  const char *const *results; /* oq_ack_batch only: results[i] for ids[i]
+                                 (NULL entries: none); may be NULL */
 } oq_ack_opts;
 
 /*
@@ -108,6 +116,53 @@ OQ_MUST_CHECK oq_err oq_release(oq_db *db, const oq_session *s,
  */
 OQ_MUST_CHECK oq_err oq_session_claims_list(oq_db *db, const oq_session *s,
                                             oq_item **items, size_t *n);
+
+/*
+ * Batches: several items acknowledged in ONE transaction, each with its own
+ * effects, and one claim-checked DELETE ... WHERE id = ANY($ids) AND
+ * claim = $session that fails the transaction unless it deleted every id.
+ * An item's effects commit if and only if that item is acknowledged: when
+ * an item's effects fail, or a claim turns out lost, the transaction rolls
+ * back and runs again without that item. Restarts (40001/40P01) run it
+ * again whole; an ambiguous commit is reconciled per item (gone: done;
+ * still ours: run again; else lost). One call costs one transaction when
+ * nothing goes wrong.
+ */
+typedef enum oq_ack_verdict {
+  OQ_ACK_PENDING = 0, /* not settled: the call returned an error first */
+  OQ_ACK_DONE = 1,    /* acknowledged; its effects committed with it */
+  OQ_ACK_FAILED = 2,  /* its effects failed (error text kept): nothing of
+                         it committed; record the attempt with oq_fail */
+  OQ_ACK_LOST = 3     /* no longer claimed by s: nothing of it committed */
+} oq_ack_verdict;
+
+typedef struct oq_ack_result {
+  oq_ack_verdict verdict;
+  char error[512]; /* OQ_ACK_FAILED: why (one line, password masked) */
+} oq_ack_result;
+
+/*
+ * The batch form of the ack callback: write item's effects on db inside
+ * the open batch transaction (it may run again when the batch reruns).
+ * Return OQ_OK, or an error: the item is then OQ_ACK_FAILED (unless the
+ * error is a restart or a lost connection, which rerun the batch).
+ */
+OQ_MUST_CHECK oq_err oq_ack_many(oq_db *db, const oq_session *s,
+                                 const oq_item *items, size_t n, oq_ack_fn fn,
+                                 void *ud, const oq_ack_opts *opts,
+                                 oq_ack_result *results);
+
+/*
+ * oq_ack_many with one SQL statement per item as the effects, pipelined
+ * (libpq pipeline mode): BEGIN, the n statements, the check and COMMIT go
+ * out together, so a batch costs about one round trip. The statement's
+ * parameters, any subset of them: $1 payload (jsonb), $2 item id (uuid),
+ * $3 queue (text), $4 attempt (int).
+ */
+OQ_MUST_CHECK oq_err oq_ack_many_sql(oq_db *db, const oq_session *s,
+                                     const oq_item *items, size_t n,
+                                     const char *sql, const oq_ack_opts *opts,
+                                     oq_ack_result *results);
 
 #ifdef __cplusplus
 }

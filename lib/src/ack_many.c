@@ -1,0 +1,340 @@
+/*
+ * ack_many.c: several items acknowledged in one transaction (ack.h,
+ * "Batches").
+ *
+ * A round is one transaction over the items still pending ("active"):
+ * BEGIN, each active item's effects, the claim check, COMMIT. The check
+ * (OQ__SQL_ACK_MANY_CHECK) deletes the active ids still claimed by the
+ * session and divides by zero unless it deleted all of them, so a batch
+ * with a lost claim never commits anybody's effects. After a round that
+ * failed, the verdicts say what to leave out of the next one:
+ *  - an item's effects failed (not a restart, not a lost connection): that
+ *    item is OQ_ACK_FAILED, the others run again;
+ *  - the check failed (22012): the ids no longer ours are OQ_ACK_LOST;
+ *  - a restart (40001/40P01) or a connection lost before COMMIT: run the
+ *    same round again after a backoff;
+ *  - the COMMIT's outcome is unknown: reconcile per item (gone: done, it
+ *    was acknowledged exactly once; still ours: pending; else lost).
+ * Rounds stop when nothing is pending or the db's retry policy runs out.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct many {
+  oq_db *db;
+  const oq_session *s;
+  const oq_item *items;
+  size_t n;
+  const oq_ack_opts *opts;
+  oq_ack_result *res;
+  oq_ack_fn fn; /* oq_ack_many */
+  void *ud;
+  const char *sql; /* oq_ack_many_sql */
+  size_t *active;  /* indexes of this round's items */
+  size_t m;
+  char *ids;   /* text array of the active ids */
+  long failed; /* position: 0..m-1 an item, m the check, m+1 BEGIN/COMMIT */
+} many;
+
+/* One round over b->active; sets b->failed on a failure. */
+typedef oq_err (*round_fn)(many *b);
+
+static const char *check_sql(const many *b)
+{
+  return oq__sql(oq_db_engine(b->db), b->opts && b->opts->history
+                                          ? OQ__SQL_ACK_MANY_CHECK_HISTORY
+                                          : OQ__SQL_ACK_MANY_CHECK);
+}
+
+/* The round's id array and count; false when out of memory. */
+static bool prepare_ids(many *b, char *count, size_t countlen)
+{
+  const char **ids = malloc((b->m ? b->m : 1) * sizeof *ids);
+  if (!ids)
+    return false;
+  for (size_t k = 0; k < b->m; k++)
+    ids[k] = b->items[b->active[k]].id;
+  free(b->ids);
+  b->ids = oq__text_array(ids, b->m);
+  free(ids);
+  snprintf(count, countlen, "%zu", b->m);
+  return b->ids != NULL;
+}
+
+/* ---- the callback round: oq_db_transact runs it, restarts included --- */
+
+typedef struct cb_round {
+  many *b;
+  const char *count;
+} cb_round;
+
+static oq_err cb_body(oq_db *db, void *arg)
+{
+  cb_round *r = arg;
+  many *b = r->b;
+  b->failed = -1;
+  for (size_t k = 0; k < b->m; k++) {
+    const oq_item *it = &b->items[b->active[k]];
+    oq_err e = b->fn(db, it, b->ud);
+    if (e != OQ_OK) {
+      if (!oq_db_errmsg(db)[0])
+        oq__db_fail(db, e, NULL, "ack handler for item %s failed: %s", it->id,
+                    oq_strerror(e));
+      b->failed = (long)k;
+      return e;
+    }
+  }
+  const char *params[3] = {b->ids, oq_session_id(b->s), r->count};
+  oq_err e = oq_db_query(db, check_sql(b), 3, params, NULL, NULL);
+  if (e != OQ_OK)
+    b->failed = (long)b->m;
+  return e;
+}
+
+static oq_err cb_round_run(many *b)
+{
+  char count[24];
+  if (!prepare_ids(b, count, sizeof count))
+    return oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
+  cb_round r = {b, count};
+  b->failed = -1;
+  oq_err e = oq_db_transact(b->db, cb_body, &r);
+  if (e != OQ_OK && b->failed < 0)
+    b->failed = (long)b->m + 1; /* BEGIN or COMMIT */
+  return e;
+}
+
+/* ---- the pipelined round: one round trip ------------------------------ */
+
+static oq_err sql_round_run(many *b)
+{
+  static const unsigned int types[4] = {OQ_OID_JSONB, OQ_OID_UUID, OQ_OID_TEXT,
+                                        OQ_OID_INT4};
+  char count[24];
+  if (!prepare_ids(b, count, sizeof count))
+    return oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
+  size_t ns = b->m + 3;
+  oq__pstmt *st = calloc(ns, sizeof *st);
+  const char **params = calloc(b->m * 4 + 3, sizeof *params);
+  char(*att)[16] = calloc(b->m ? b->m : 1, sizeof *att);
+  oq_err e = OQ_OK;
+  if (!st || !params || !att) {
+    e = oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
+    goto out;
+  }
+  st[0] = (oq__pstmt){.sql = "BEGIN"};
+  for (size_t k = 0; k < b->m; k++) {
+    const oq_item *it = &b->items[b->active[k]];
+    const char **p = params + k * 4;
+    snprintf(att[k], sizeof att[k], "%d", it->attempt);
+    p[0] = it->payload;
+    p[1] = it->id;
+    p[2] = it->queue;
+    p[3] = att[k];
+    st[k + 1] =
+        (oq__pstmt){.sql = b->sql, .nparams = 4, .types = types, .params = p};
+  }
+  const char **cp = params + b->m * 4;
+  cp[0] = b->ids;
+  cp[1] = oq_session_id(b->s);
+  cp[2] = count;
+  st[b->m + 1] = (oq__pstmt){.sql = check_sql(b), .nparams = 3, .params = cp};
+  st[b->m + 2] = (oq__pstmt){.sql = "COMMIT"};
+  long f = -1;
+  e = oq__db_pipeline(b->db, st, ns, &f);
+  b->failed = f < 0                 ? -1
+              : f == 0              ? (long)b->m + 1
+              : f <= (long)b->m     ? f - 1
+              : f == (long)b->m + 1 ? (long)b->m
+                                    : (long)b->m + 1;
+out:
+  free(att);
+  free(params);
+  free(st);
+  return e;
+}
+
+/* ---- verdicts from the database --------------------------------------- */
+
+typedef struct present {
+  many *b;
+  bool *seen, *ours;
+} present;
+
+static oq_err mark_row(void *ud, int ncols, const char *const *vals)
+{
+  present *p = ud;
+  if (ncols < 2 || !vals[0])
+    return OQ_OK;
+  for (size_t k = 0; k < p->b->m; k++)
+    if (strcmp(p->b->items[p->b->active[k]].id, vals[0]) == 0) {
+      p->seen[k] = true;
+      p->ours[k] = vals[1] && vals[1][0] == 't';
+    }
+  return OQ_OK;
+}
+
+/*
+ * Where each active item stands. After a rollback (committed == false) an
+ * item that is gone or not ours is lost; after an unknown commit an item
+ * that is gone was acknowledged (by this batch or, exactly once, by
+ * someone) and one still ours stays pending.
+ */
+static oq_err settle_from_db(many *b, bool committed_maybe)
+{
+  char count[24];
+  if (!prepare_ids(b, count, sizeof count))
+    return oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
+  bool *seen = calloc(b->m ? b->m : 1, sizeof *seen);
+  bool *ours = calloc(b->m ? b->m : 1, sizeof *ours);
+  if (!seen || !ours) {
+    free(seen);
+    free(ours);
+    return oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
+  }
+  present p = {b, seen, ours};
+  const char *params[2] = {b->ids, oq_session_id(b->s)};
+  oq_err e = oq__db_query_retry(
+      b->db, oq__sql(oq_db_engine(b->db), OQ__SQL_ITEMS_CLAIMED_BY_US), 2,
+      params, mark_row, &p, NULL);
+  if (e == OQ_OK)
+    for (size_t k = 0; k < b->m; k++) {
+      oq_ack_result *r = &b->res[b->active[k]];
+      if (!seen[k])
+        r->verdict = committed_maybe ? OQ_ACK_DONE : OQ_ACK_LOST;
+      else if (!ours[k])
+        r->verdict = OQ_ACK_LOST;
+    }
+  free(seen);
+  free(ours);
+  return e;
+}
+
+static bool out_of_time(const oq_retry_policy *p, uint64_t start)
+{
+  uint64_t now = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
+  return p->max_total_ms > 0 && now - start >= (uint64_t)p->max_total_ms;
+}
+
+static oq_err run_many(many *b, round_fn round)
+{
+  oq_db *db = b->db;
+  const char *sid = oq_session_id(b->s);
+  const oq_retry_policy *p = oq__db_policy(db);
+  uint64_t start = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
+  bool ambiguous = false;
+  oq_err e = OQ_OK;
+  for (size_t i = 0; i < b->n; i++)
+    b->res[i] = (oq_ack_result){.verdict = OQ_ACK_PENDING};
+  b->active = malloc((b->n ? b->n : 1) * sizeof *b->active);
+  if (!b->active)
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  for (int attempt = 1;; attempt++) {
+    b->m = 0;
+    for (size_t i = 0; i < b->n; i++)
+      if (b->res[i].verdict == OQ_ACK_PENDING)
+        b->active[b->m++] = i;
+    if (b->m == 0) {
+      e = OQ_OK;
+      break;
+    }
+    if (!oq_db_connected(db)) {
+      e = oq__db_reconnect_patiently(db);
+      if (e != OQ_OK)
+        break;
+    }
+    if (ambiguous) {
+      e = settle_from_db(b, true);
+      if (e == OQ_OK) {
+        OQ_LOG(OQ_LOG_INFO, sid, NULL,
+               "batch ack: ambiguous commit of %zu item(s) reconciled", b->m);
+        ambiguous = false;
+        attempt = 0;
+        continue;
+      }
+      goto again;
+    }
+    e = round(b);
+    if (e == OQ_OK) {
+      for (size_t k = 0; k < b->m; k++)
+        b->res[b->active[k]].verdict = OQ_ACK_DONE;
+      break;
+    }
+    if (e == OQ_ERR_AMBIGUOUS) {
+      OQ_LOG(OQ_LOG_WARN, sid, NULL, "batch ack: %s", oq_db_errmsg(db));
+      ambiguous = true;
+      goto again;
+    }
+    bool restart =
+        e == OQ_ERR_RETRY || oq__sqlstate_is_restart(oq_db_sqlstate(db));
+    if (restart || e == OQ_ERR_CONN) {
+      if (restart)
+        oq__db_count_restart(db);
+      goto again;
+    }
+    if (b->failed >= 0 && b->failed < (long)b->m) {
+      oq_ack_result *r = &b->res[b->active[b->failed]];
+      r->verdict = OQ_ACK_FAILED;
+      snprintf(r->error, sizeof r->error, "%s", oq_db_errmsg(db));
+      continue; /* the others, without it, at once */
+    }
+    if (b->failed == (long)b->m && strcmp(oq_db_sqlstate(db), "22012") == 0) {
+      e = settle_from_db(b, false);
+      if (e != OQ_OK)
+        goto again;
+      continue;
+    }
+    break; /* BEGIN/COMMIT/check failed for another reason: report it */
+  again:
+    if (out_of_time(p, start))
+      break;
+    oq__policy_sleep(p, oq_backoff_delay_ms(p, attempt, oq__db_rng(db)));
+  }
+  free(b->active);
+  free(b->ids);
+  b->active = NULL;
+  b->ids = NULL;
+  if (e != OQ_OK && ambiguous)
+    return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
+                       "batch ack: commit outcome still unknown (%s); call "
+                       "again once the database is reachable: it reconciles",
+                       oq_db_errmsg(db));
+  return e;
+}
+
+oq_err oq_ack_many(oq_db *db, const oq_session *s, const oq_item *items,
+                   size_t n, oq_ack_fn fn, void *ud, const oq_ack_opts *opts,
+                   oq_ack_result *results)
+{
+  many b = {.db = db,
+            .s = s,
+            .items = items,
+            .n = n,
+            .opts = opts,
+            .res = results,
+            .fn = fn,
+            .ud = ud};
+  if (!fn)
+    return oq__db_fail(db, OQ_ERR_INVALID, NULL, "oq_ack_many needs fn");
+  return run_many(&b, cb_round_run);
+}
+
+oq_err oq_ack_many_sql(oq_db *db, const oq_session *s, const oq_item *items,
+                       size_t n, const char *sql, const oq_ack_opts *opts,
+                       oq_ack_result *results)
+{
+  many b = {.db = db,
+            .s = s,
+            .items = items,
+            .n = n,
+            .opts = opts,
+            .res = results,
+            .sql = sql};
+  if (!sql || !*sql)
+    return oq__db_fail(db, OQ_ERR_INVALID, NULL,
+                       "oq_ack_many_sql needs a statement");
+  return run_many(&b, sql_round_run);
+}
