@@ -45,14 +45,13 @@ static oq_err ack_tx(oq_db *db, void *arg)
   long n = 0;
   oq_err e;
   const char *sid = oq_session_id(c->s);
-  if (c->opts && c->opts->history) {
-    const char *params[3] = {c->item->id, sid, c->opts->result};
-    e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_HISTORY), 3,
-                   params, &n);
-  } else {
-    const char *params[2] = {c->item->id, sid};
-    e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK), 2, params, &n);
-  }
+  /* the claim check, plus history and the kept result (schema v3) */
+  char *res = oq__result_bounded(c->opts ? c->opts->result : NULL);
+  const char *params[4] = {c->item->id, sid, res,
+                           c->opts && c->opts->history ? "true" : "false"};
+  e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_KEEP), 4, params,
+                 &n);
+  free(res);
   if (e != OQ_OK)
     return e;
   if (n != 1)
@@ -239,17 +238,22 @@ static oq_err batch_delete(oq_db *db, const oq_session *s,
   if (!arr)
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   bool history = opts && opts->history;
-  const char *params[3] = {arr, oq_session_id(s),
-                           history ? opts->result : NULL};
+  /* per-item results (opts->results), else opts->result for every item */
+  char *res = oq__results_array(opts ? opts->results : NULL,
+                                opts ? opts->result : NULL, n);
+  const char *params[4] = {arr, oq_session_id(s), res,
+                           history ? "true" : "false"};
   batch_acc a = {ids, n, acked, NULL, NULL};
-  if (!batch_acc_index(&a)) {
+  if (!res || !batch_acc_index(&a)) {
+    free(res);
     free(arr);
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   }
-  oq__stmt st = history ? OQ__SQL_ACK_BATCH_HISTORY : OQ__SQL_ACK_BATCH;
-  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), st),
-                                history ? 3 : 2, params, mark_acked, &a, NULL);
+  oq_err e =
+      oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_BATCH_KEEP),
+                         4, params, mark_acked, &a, NULL);
   free(a.order);
+  free(res);
   free(arr);
   return e;
 }
@@ -485,4 +489,68 @@ oq_err oq_session_claims_list(oq_db *db, const oq_session *s, oq_item **items,
   *items = a.items;
   *n = a.n;
   return OQ_OK;
+}
+
+/* ---- results (schema v3): bounding and the text[] of results ---------- */
+
+/* Cut at a UTF-8 character boundary, past what the statements keep
+ * (OQ_RESULT_MAX_CHARS characters of at most 4 bytes), so the server still
+ * sees that it was longer and sets truncated. */
+static size_t result_cut(const char *r)
+{
+  size_t len = strlen(r);
+  size_t max = (size_t)OQ_RESULT_MAX_CHARS * 4 + 4;
+  if (len <= max)
+    return len;
+  while (max > 0 && ((unsigned char)r[max] & 0xC0) == 0x80)
+    max--;
+  return max;
+}
+
+char *oq__result_bounded(const char *result)
+{
+  if (!result)
+    return NULL;
+  size_t len = result_cut(result);
+  char *out = malloc(len + 1);
+  if (out) {
+    memcpy(out, result, len);
+    out[len] = '\0';
+  }
+  return out;
+}
+
+char *oq__results_array(const char *const *results, const char *all, size_t n)
+{
+  size_t len = 3;
+  for (size_t i = 0; i < n; i++) {
+    const char *r = results ? results[i] : all;
+    len += r ? 2 * result_cut(r) + 3 : 5;
+  }
+  char *out = malloc(len);
+  if (!out)
+    return NULL;
+  size_t p = 0;
+  out[p++] = '{';
+  for (size_t i = 0; i < n; i++) {
+    const char *r = results ? results[i] : all;
+    if (i)
+      out[p++] = ',';
+    if (!r) {
+      memcpy(out + p, "NULL", 4);
+      p += 4;
+      continue;
+    }
+    size_t cut = result_cut(r);
+    out[p++] = '"';
+    for (size_t k = 0; k < cut; k++) {
+      if (r[k] == '"' || r[k] == '\\')
+        out[p++] = '\\';
+      out[p++] = r[k];
+    }
+    out[p++] = '"';
+  }
+  out[p++] = '}';
+  out[p] = '\0';
+  return out;
 }

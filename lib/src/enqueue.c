@@ -16,8 +16,8 @@ static oq_err read_id(void *ud, int ncols, const char *const *vals)
   return OQ_OK;
 }
 
-oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *o, char *id_out,
-                  oq_enqueue_status *status)
+static oq_err enqueue_row(oq_db *db, const oq_enqueue_opts *o, char *id_out,
+                          oq_enqueue_status *status)
 {
   static const oq_enqueue_opts none = {0};
   if (!o)
@@ -73,4 +73,17 @@ oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *o, char *id_out,
   return oq__db_fail(db, OQ_ERR_CONFLICT, "23505",
                      "unique key %s kept changing hands; try again",
                      o->unique_key);
+}
+
+oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *o, char *id_out,
+                  oq_enqueue_status *status)
+{
+  oq_err e = enqueue_row(db, o, id_out, status);
+  if (e != OQ_OK || !o->keep_result || !id_out[0])
+    return e;
+  /* in the same transaction, so no worker can ack it before it asks
+   * (also an existing item of the same unique key: its waiter wants it) */
+  const char *params[1] = {id_out};
+  return oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ENQUEUE_KEEP_RESULT),
+                    1, params, NULL);
 }

@@ -10,6 +10,7 @@
 #ifndef ONCEQ_ENQUEUE_H
 #define ONCEQ_ENQUEUE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "onceq/db.h"
 #include "onceq/item.h"
@@ -29,6 +30,7 @@ typedef struct oq_enqueue_opts {
   const char *run_at;     /* timestamptz text, e.g. "2030-01-01T00:00:00Z" */
   const char *unique_key; /* at most one live item per key; NULL: none */
   int max_attempts;       /* 0: 25 */
+  bool keep_result;       /* keep its outcome for oq_wait (keep_result) */
 } oq_enqueue_opts;
 
 typedef enum oq_enqueue_status {

@@ -24,6 +24,7 @@
 #include "onceq/enqueue.h"
 #include "onceq/duration.h"
 #include "onceq/text.h"
+#include "onceq/wait.h"
 
 #ifdef __cplusplus
 extern "C" {
