@@ -20,6 +20,10 @@
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_RUNTIME 1
 #define CLI_EXIT_USAGE 2
+/* `onceq wait` and `onceq push --wait` (cmd_wait.c) */
+#define CLI_EXIT_DEAD 3      /* an item was dead-lettered */
+#define CLI_EXIT_CANCELLED 4 /* an item was cancelled */
+#define CLI_EXIT_TIMEOUT 5   /* an item still pending at --timeout */
 
 typedef struct cli_globals {
   const char *db; /* --db, a copy (argv is masked); NULL: environment */
@@ -75,5 +79,12 @@ int cmd_parts(const cli_globals *g, int argc, char **argv);
 int cmd_reap(const cli_globals *g, int argc, char **argv);
 int cmd_coordinator(const cli_globals *g, int argc, char **argv);
 int cmd_schedule(const cli_globals *g, int argc, char **argv);
+int cmd_wait(const cli_globals *g, int argc, char **argv);
+
+/* Wait for the n items on db (oq_wait; timeout_ms < 0: no limit), print
+ * their outcomes for command cmd (text, or JSON lines with --json) and
+ * return the exit code (cmd_wait.c has the rules). Ctrl-C ends the wait. */
+int cli_wait_ids(oq_db *db, const cli_globals *g, const char *cmd,
+                 const char *const *ids, size_t n, long timeout_ms);
 
 #endif

@@ -31,8 +31,18 @@ static const char classify_sql[] =
     " THEN 'done' ELSE 'unknown' END, NULL"
     " FROM unnest($1::uuid[]) AS u(id)"
     " WHERE NOT EXISTS (SELECT 1 FROM onceq_items i WHERE i.id = u.id)";
+/* An item that asked for its outcome (keep_result) gets its 'cancelled'
+ * row in the same statement, so a waiter (`onceq wait`) tells a cancel
+ * from an ack. The count is of deleted items. */
 static const char delete_sql[] =
-    "DELETE FROM onceq_items WHERE id = ANY($1::uuid[])";
+    "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
+    " RETURNING id, queue, keep_result),"
+    " r AS (INSERT INTO onceq_results (item_id, queue, outcome)"
+    " SELECT id, queue, 'cancelled' FROM d WHERE keep_result"
+    " ON CONFLICT (item_id) DO UPDATE SET outcome = excluded.outcome,"
+    " result = NULL, truncated = false, finished_at = now()"
+    " RETURNING item_id)"
+    " SELECT d.id FROM d, (SELECT count(*) FROM r) AS rn";
 
 typedef struct cancel_ctx {
   const char *ids_array; /* "{id,id,...}" */

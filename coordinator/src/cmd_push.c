@@ -85,6 +85,8 @@ typedef struct push_opts {
   long long batch;
   bool batch_set; /* --batch was given */
   bool atomic, quiet, json;
+  bool wait;            /* --wait: wait for the result (cmd_wait.c) */
+  long wait_timeout_ms; /* --timeout; < 0: no limit */
 } push_opts;
 
 /* -------------------------------------------------- the JSON validator */
@@ -1442,11 +1444,22 @@ static int single(push_state *st)
                          .delay_ms = o->delay_ms,
                          .run_at = o->run_at,
                          .unique_key = o->unique_key,
-                         .max_attempts = (int)o->max_attempts}};
+                         .max_attempts = (int)o->max_attempts,
+                         .keep_result = o->wait}};
   oq_err e = oq_db_transact(st->db, single_tx, &c);
   if (e != OQ_OK)
     return cli_fail_db(st->db, e, "push", "nothing inserted");
   bool existed = c.status == OQ_ENQUEUE_DUPLICATE;
+  if (o->wait) { /* the result instead of the id (--json: both) */
+    if (existed)
+      fprintf(stderr,
+              "onceq: push: exists: unique key \"%s\" is held by live item "
+              "%s; waiting for it\n",
+              o->unique_key, c.id);
+    cli_globals wg = {.json = o->json};
+    const char *ids[1] = {c.id};
+    return cli_wait_ids(st->db, &wg, "push", ids, 1, o->wait_timeout_ms);
+  }
   if (o->json) {
     cli_json_obj(&st->j, NULL);
     cli_json_str(&st->j, "id", c.id);
@@ -1482,6 +1495,10 @@ static void usage(FILE *out)
           "  --unique-key K       at most one live item with key K: when it\n"
           "                       exists, print its id (stderr says exists)\n"
           "  -q, --quiet          do not print ids\n"
+          "  --wait               wait for the item's outcome and print its\n"
+          "                       result instead of its id; exit 3 dead,\n"
+          "                       4 cancelled, 5 timeout (see onceq wait)\n"
+          "  --timeout D          with --wait: give up after D\n"
           "bulk only:\n"
           "  --batch N            lines per batch and transaction (default "
           "%d)\n"
@@ -1545,7 +1562,8 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
   push_opts o = {.queue = OQ_DEFAULT_QUEUE,
                  .max_attempts = OQ_DEFAULT_MAX_ATTEMPTS,
                  .batch = DEFAULT_BATCH,
-                 .json = g->json};
+                 .json = g->json,
+                 .wait_timeout_ms = -1};
   const char *val = NULL, *delay_text = NULL;
   bool positional_only = false;
   for (int i = 1; i < argc; i++) {
@@ -1558,6 +1576,16 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
         return CLI_EXIT_OK;
       } else if (strcmp(a, "--atomic") == 0) {
         o.atomic = true;
+      } else if (strcmp(a, "--wait") == 0) {
+        o.wait = true;
+      } else if (cli_opt(argc, argv, &i, "--timeout", &val)) {
+        int64_t ms = 0;
+        if (!val || oq_duration_parse(val, &ms) != OQ_OK || ms <= 0)
+          return cli_usage_error("push",
+                                 "--timeout must be a duration above zero "
+                                 "like 250ms, 5s, 2m or 1h (got %s)",
+                                 val ? val : "nothing");
+        o.wait_timeout_ms = (long)ms;
       } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
         o.quiet = true;
       } else if (cli_opt(argc, argv, &i, "--queue", &val)) {
@@ -1626,6 +1654,12 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
   }
   if (delay_text && o.run_at)
     return cli_usage_error("push", "give --delay or --run-at, not both");
+  if ((o.wait || o.wait_timeout_ms >= 0) && !o.payload)
+    return cli_usage_error("push",
+                           "--wait and --timeout are for one PAYLOAD_JSON "
+                           "(for many items: onceq wait ID...)");
+  if (o.wait_timeout_ms >= 0 && !o.wait)
+    return cli_usage_error("push", "--timeout needs --wait");
   if (o.payload) {
     if (o.atomic || o.key_field || o.batch_set)
       return cli_usage_error("push",

@@ -21,6 +21,7 @@ static const cli_cmd commands[] = {
     {"reap", cmd_reap, "reap expired sessions once, releasing claims"},
     {"coordinator", cmd_coordinator, "the janitor daemon (leader by lease)"},
     {"schedule", cmd_schedule, "add|list|rm cron schedules"},
+    {"wait", cmd_wait, "wait for items' results (exit 0/3 dead/4/5 timeout)"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
