@@ -17,6 +17,12 @@ static void ack_group(wk *w, oq_db *db, wk_job **jobs, size_t n, uint64_t *rng)
   for (size_t i = 0; i < n; i++)
     ids[i] = jobs[i]->item.id;
   oq_ack_opts ao = {.history = w->cfg->history};
+  /* each job's handler result (exec stdout tail, HTTP body): kept in the
+   * history and for items that asked for it (keep_result) */
+  const char *results[ACK_BATCH_MAX];
+  for (size_t i = 0; i < n; i++)
+    results[i] = jobs[i]->result;
+  ao.results = results;
   oq_session *s = jobs[0]->g->session;
   size_t nacked = 0;
   for (int round = 1;; round++) {

@@ -82,6 +82,7 @@ void wk_job_free(wk *w, wk_job *j)
   bool unsettled = j->unsettled;
   free(j->item.queue);
   free(j->item.payload);
+  free(j->result);
   free(j);
   if (unsettled)
     wk_sweep_request(w, "a job was dropped with its outcome unwritten");

@@ -42,6 +42,9 @@ typedef struct wk_job {
   struct wk_job *held_next; /* in the held list (mu) */
   bool unsettled;           /* its outcome could not be written: freeing
                                it asks for a sweep (owner thread only) */
+  char *result;             /* the handler's result for the acker (exec
+                               stdout tail, HTTP body); NULL: none. Owned,
+                               freed by wk_job_free */
 } wk_job;
 
 typedef struct wk {
