@@ -270,7 +270,10 @@ fl_pg_up_again() {
 }
 
 # fl_install_pg_trap: on any exit, start the server again if this test
-# left it down, then run it_cleanup (which needs it). Call after it_setup.
+# left it down, then run it_cleanup (which needs it, and reads the exit
+# status from $?). Call after it_setup. errexit goes off first: under it,
+# the `(exit $fl_rc)` that hands the status on would end the trap before
+# it_cleanup stopped the workers.
 fl_install_pg_trap() {
-  trap 'fl_rc=$?; fl_pg_up_again; (exit $fl_rc); it_cleanup' EXIT
+  trap 'fl_rc=$?; set +e; fl_pg_up_again; (exit $fl_rc); it_cleanup' EXIT
 }
