@@ -32,6 +32,7 @@
 #include "notify.h"
 #include "qstats.h"
 #include "schedule.h"
+#include "status_page.h"
 
 /* Where the daemon is; stepped once per loop turn. */
 typedef enum co_state {
@@ -53,6 +54,8 @@ typedef struct co_opts {
   int64_t session_expiry_ms;
   int log_level;
   bool log_json;
+  const char *status_token; /* the status page's bearer token, or NULL */
+  int64_t keep_results_ms;  /* < 0: off */
 } co_opts;
 
 typedef struct coord {
@@ -69,6 +72,7 @@ typedef struct coord {
   int register_failures; /* consecutive; drives the retry wait */
   uint64_t gauges_ms;    /* monotonic time of the last gauge refresh */
   char version[64];      /* our session's version string */
+  co_status *status;     /* the status page, with --metrics-addr */
 } coord;
 
 static volatile sig_atomic_t signals_seen;
@@ -140,6 +144,10 @@ static const opt opts[] = {
     {"--log-level", OPT_LEVEL, O(log_level), "L",
      "debug|info|warn|error (info)"},
     {"--log-format", OPT_FORMAT, O(log_json), "F", "text|json (text)"},
+    {"--keep-results", OPT_DURATION_OFF, O(keep_results_ms), "D|off",
+     "delete kept results (onceq wait) older than D (24h)"},
+    {"--status-token", OPT_STRING, O(status_token), "TOKEN",
+     "status page needs Bearer TOKEN (ONCEQ_STATUS_TOKEN)"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -168,6 +176,7 @@ static int parse(int argc, char **argv, co_opts *o)
   o->interval_ms = 1000;
   o->keep_done_ms = 24 * 3600 * 1000LL;
   o->keep_dead_ms = 168 * 3600 * 1000LL;
+  o->keep_results_ms = 24 * 3600 * 1000LL;
   o->notify_timeout_ms = 10000;
   o->heartbeat_interval_ms = 1000;
   o->session_expiry_ms = 5000;
@@ -384,7 +393,8 @@ static bool step_failed(coord *c, const char *what)
 static void lead(coord *c)
 {
   long a = 0, b = 0;
-  co_retention r = {c->o.keep_done_ms, c->o.keep_dead_ms, c->notifier != NULL};
+  co_retention r = {c->o.keep_done_ms, c->o.keep_dead_ms, c->notifier != NULL,
+                    c->o.keep_results_ms};
   if (co_retention_run(c->db, &r, &signals_seen, &a, &b) != OQ_OK) {
     if (!step_failed(c, "retention"))
       return;
@@ -478,6 +488,44 @@ static void pass(coord *c)
 
 /* ---- main -------------------------------------------------------------- */
 
+/*
+ * The status page beside /metrics (status_page.h): its token comes from
+ * --status-token (then masked in argv, so ps does not show it) or
+ * ONCEQ_STATUS_TOKEN. Bound beyond loopback without a token, it logs a
+ * warning: the page shows payloads and errors.
+ */
+static int status_setup(coord *c, int argc, char **argv)
+{
+  static char token_copy[256];
+  const char *token = c->o.status_token;
+  if (token) {
+    snprintf(token_copy, sizeof token_copy, "%s", token);
+    for (int i = 0; i < argc; i++)
+      if (argv[i] == token)
+        memset(argv[i], '*', strlen(argv[i]));
+      else if (strncmp(argv[i], "--status-token=", 15) == 0)
+        memset(argv[i] + 15, '*', strlen(argv[i] + 15));
+    token = token_copy;
+  } else {
+    token = getenv("ONCEQ_STATUS_TOKEN");
+  }
+  c->status = co_status_new(&c->dbo, token);
+  if (!c->status)
+    return cli_fail(CLI_EXIT_RUNTIME, "coordinator", "out of memory");
+  co_metrics_set_page(c->metrics, co_status_serve, c->status);
+  bool loopback = strncmp(c->o.metrics_addr, "127.", 4) == 0 ||
+                  strncmp(c->o.metrics_addr, "localhost:", 10) == 0 ||
+                  strncmp(c->o.metrics_addr, "[::1]:", 6) == 0 ||
+                  strchr(c->o.metrics_addr, ':') == NULL ||
+                  c->o.metrics_addr[0] == ':';
+  if (!loopback && !(token && *token))
+    OQ_LOG(OQ_LOG_WARN, NULL, NULL,
+           "the status page on %s shows payloads and errors to anyone who "
+           "can reach it: set --status-token (or ONCEQ_STATUS_TOKEN)",
+           c->o.metrics_addr);
+  return CLI_EXIT_OK;
+}
+
 int cmd_coordinator(const cli_globals *g, int argc, char **argv)
 {
   coord c;
@@ -547,6 +595,9 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
   }
   if (c.o.metrics_addr) {
     int port = 0;
+    rc = status_setup(&c, argc, argv);
+    if (rc != CLI_EXIT_OK)
+      goto out;
     if (co_metrics_serve(c.metrics, c.o.metrics_addr, &port, err, sizeof err) !=
         0) {
       rc = cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
@@ -589,7 +640,8 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
 out:
   free(notify_url);
   co_notifier_free(c.notifier);
-  co_metrics_free(c.metrics);
+  co_metrics_free(c.metrics); /* stops the server before the page goes */
+  co_status_free(c.status);
   oq_db_close(c.db);
   curl_global_cleanup();
   return rc;

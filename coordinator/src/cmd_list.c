@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "views.h"
 #include "listing.h"
 #include "table.h"
 
@@ -245,6 +246,28 @@ int cmd_list(const cli_globals *g, int argc, char **argv)
               c.limit, c.limit);
   }
 out:
+  cli_listing_free(&c.out);
+  return rc;
+}
+
+int co_view_dead(FILE *f, oq_db *db, long limit)
+{
+  char sql[2048];
+  snprintf(sql, sizeof sql,
+           "SELECT * FROM (%s) u ORDER BY k, a, b LIMIT $2::int",
+           branch_sql[3]);
+  list_ctx c = {.limit = limit, .dead_only = true};
+  char lim[24];
+  snprintf(lim, sizeof lim, "%ld", limit + 1);
+  const char *params[2] = {NULL, lim};
+  int rc = cli_listing_open(&c.out, true, "items", dead_cols, "list");
+  if (rc == CLI_EXIT_OK && oq_db_query(db, sql, 2, params, on_row, &c) != OQ_OK)
+    rc = CLI_EXIT_RUNTIME;
+  if (rc == CLI_EXIT_OK) {
+    cli_listing_end_rows(&c.out);
+    cli_json_bool(&c.out.j, "more", c.n > c.limit);
+    rc = cli_listing_print(&c.out, f, "list");
+  }
   cli_listing_free(&c.out);
   return rc;
 }

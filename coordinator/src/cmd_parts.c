@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "views.h"
 #include "table.h"
 
 static const char parts_usage[] =
@@ -78,10 +79,10 @@ static long total_ready(const oq_parts_report *r)
   return n;
 }
 
-static void print_json(const oq_parts_report *r)
+static void print_json(FILE *f, const oq_parts_report *r)
 {
   cli_json j;
-  cli_json_init(&j, stdout);
+  cli_json_init(&j, f);
   cli_json_obj(&j, NULL);
   cli_json_int(&j, "partitions", r->partitions);
   cli_json_bool(&j, "set", r->is_set);
@@ -186,11 +187,16 @@ int cmd_parts(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (g->json)
-    print_json(r);
+    print_json(stdout, r);
   else if (print_text(r) != 0)
     rc = cli_fail(CLI_EXIT_RUNTIME, "parts", "out of memory");
 out:
   oq_parts_report_free(r);
   oq_db_close(db);
   return rc;
+}
+
+void co_view_parts(FILE *f, const oq_parts_report *r)
+{
+  print_json(f, r);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "views.h"
 #include "listing.h"
 #include "table.h"
 
@@ -138,6 +139,21 @@ int cmd_sessions(const cli_globals *g, int argc, char **argv)
              c.claims, c.claims == 1 ? "" : "s");
   }
 out:
+  cli_listing_free(&c.out);
+  return rc;
+}
+
+int co_view_sessions(FILE *f, oq_db *db)
+{
+  sessions_ctx c = {0};
+  int rc = cli_listing_open(&c.out, true, "sessions", cols, "sessions");
+  if (rc == CLI_EXIT_OK &&
+      oq_db_query(db, sessions_sql, 0, NULL, on_row, &c) != OQ_OK)
+    rc = CLI_EXIT_RUNTIME;
+  if (rc == CLI_EXIT_OK) {
+    cli_listing_end_rows(&c.out);
+    rc = cli_listing_print(&c.out, f, "sessions");
+  }
   cli_listing_free(&c.out);
   return rc;
 }

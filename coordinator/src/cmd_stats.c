@@ -40,6 +40,7 @@
 #include "cli.h"
 #include "cofmt.h"
 #include "qstats.h"
+#include "views.h"
 
 #define RATE_WINDOW_S 60.0
 #define MAX_SAMPLES 512
@@ -694,4 +695,32 @@ int cmd_stats(const cli_globals *g, int argc, char **argv)
 out:
   oq_db_close(db);
   return rc;
+}
+
+int co_view_stats(FILE *f, oq_db *db, const co_snapshot *s,
+                  const co_snapshot *old)
+{
+  return render(f, db, true, s, old);
+}
+
+int co_view_hints(const co_snapshot *s, const co_snapshot *old, co_view_hint *q,
+                  co_view_hint *total)
+{
+  rates r;
+  hints hs;
+  if (rates_compute(s, old, &r) != 0 || scaling_hints(s, &r, &hs) != 0) {
+    rates_free(&r);
+    return -1;
+  }
+  for (int i = 0; i < s->nq; i++) {
+    q[i].in_per_min = r.in_q[i];
+    q[i].done_per_min = r.done_q[i];
+    snprintf(q[i].text, sizeof q[i].text, "%s", hs.q ? hs.q[i].text : "");
+  }
+  total->in_per_min = r.in_total;
+  total->done_per_min = r.done_total;
+  snprintf(total->text, sizeof total->text, "%s", hs.total.text);
+  free(hs.q);
+  rates_free(&r);
+  return 0;
 }

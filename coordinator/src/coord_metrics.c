@@ -57,6 +57,10 @@ struct co_metrics {
   qgauge *q;
   int nq;
   wk_promhttp *http; /* NULL until co_metrics_serve succeeds */
+  /* co_metrics_set_page: the status page, or NULL */
+  int (*page)(void *ud, const char *url, const char *authorization, char **body,
+              size_t *len, const char **ctype);
+  void *page_ud;
 };
 
 co_metrics *co_metrics_new(void)
@@ -208,6 +212,8 @@ int co_metrics_serve(co_metrics *m, const char *addr, int *bound_port,
       .render = render_all,
       .healthy = is_healthy,
       .ud = m,
+      .page = m->page,
+      .page_ud = m->page_ud,
   };
   wk_promhttp_addr a;
   char why[128];
@@ -234,4 +240,14 @@ int co_metrics_serve(co_metrics *m, const char *addr, int *bound_port,
              addr);
     return -1;
   }
+}
+
+void co_metrics_set_page(co_metrics *m,
+                         int (*page)(void *ud, const char *url,
+                                     const char *authorization, char **body,
+                                     size_t *len, const char **ctype),
+                         void *ud)
+{
+  m->page = page;
+  m->page_ud = ud;
 }

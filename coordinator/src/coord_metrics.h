@@ -62,4 +62,12 @@ size_t co_metrics_render(co_metrics *m, char *buf, size_t len);
 int co_metrics_serve(co_metrics *m, const char *addr, int *bound_port,
                      char *err, size_t errlen);
 
+/* Before co_metrics_serve: answer every other GET path with page (the
+ * status page, status_page.h; see wk_promhttp_opts.page). */
+void co_metrics_set_page(co_metrics *m,
+                         int (*page)(void *ud, const char *url,
+                                     const char *authorization, char **body,
+                                     size_t *len, const char **ctype),
+                         void *ud);
+
 #endif

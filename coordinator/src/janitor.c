@@ -19,6 +19,12 @@ static const char SQL_DEAD[] =
     " AND ($2::bool OR notified_at IS NOT NULL)"
     " ORDER BY died_at LIMIT " BATCH_S ")";
 
+/* Kept outcomes (`onceq wait`, schema v3), by the finished_at index. */
+static const char SQL_RESULTS[] =
+    "DELETE FROM onceq_results WHERE item_id IN (SELECT item_id FROM"
+    " onceq_results WHERE finished_at < now() - $1::int8 * interval"
+    " '1 millisecond' ORDER BY finished_at LIMIT " BATCH_S ")";
+
 static oq_err sweep(oq_db *db, const char *sql, int64_t keep_ms,
                     const char *all, const volatile sig_atomic_t *stop,
                     long *deleted)
@@ -49,5 +55,7 @@ oq_err co_retention_run(oq_db *db, const co_retention *r,
   if (e == OQ_OK && r->keep_dead_ms >= 0)
     e = sweep(db, SQL_DEAD, r->keep_dead_ms,
               r->keep_unnotified ? "false" : "true", stop, dead_deleted);
+  if (e == OQ_OK && r->keep_results_ms > 0) /* counted with the history */
+    e = sweep(db, SQL_RESULTS, r->keep_results_ms, NULL, stop, done_deleted);
   return e;
 }

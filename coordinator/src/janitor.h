@@ -24,9 +24,11 @@
 #define CO_RETENTION_MAX_BATCHES 50
 
 typedef struct co_retention {
-  int64_t keep_done_ms; /* < 0: keep onceq_done rows forever */
-  int64_t keep_dead_ms; /* < 0: keep onceq_dead rows forever */
-  bool keep_unnotified; /* notifications on: keep dead rows not notified */
+  int64_t keep_done_ms;    /* < 0: keep onceq_done rows forever */
+  int64_t keep_dead_ms;    /* < 0: keep onceq_dead rows forever */
+  bool keep_unnotified;    /* notifications on: keep dead rows not notified */
+  int64_t keep_results_ms; /* onceq_results rows older than this go (their
+                              count is added to *done_deleted); <= 0: kept */
 } co_retention;
 
 /*

@@ -101,6 +101,42 @@ static MHD_RESULT reply_metrics(const wk_promhttp_opts *o,
   return ret;
 }
 
+/* Any other GET path, answered by o->page (promhttp.h). */
+static MHD_RESULT reply_page(const wk_promhttp_opts *o,
+                             struct MHD_Connection *conn, const char *url)
+{
+  struct MHD_Response *r;
+  MHD_RESULT ret;
+  char *body = NULL;
+  size_t len = 0;
+  const char *ctype = CT_TEXT;
+  const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_AUTHORIZATION);
+  int status = o->page(o->page_ud, url, auth, &body, &len, &ctype);
+
+  if (!body)
+    return reply_static(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n",
+                        NULL);
+  r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+  MHD_add_response_header(r, "Content-Security-Policy",
+                          "default-src 'none'; style-src 'unsafe-inline'; "
+                          "frame-ancestors 'none'; form-action 'none'");
+  if (status == MHD_HTTP_UNAUTHORIZED)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                            "Bearer realm=\"onceq\"");
+  ret = MHD_queue_response(conn, (unsigned int)status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
 /* libmicrohttpd calls this on its own thread for every request (first with
  * the headers, then again for each piece of a body). We answer on the first
  * call; a body, if any, is never read. */
@@ -114,6 +150,8 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn,
                 strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
   bool known = strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0;
 
+  if (!known && o->page && is_get)
+    return reply_page(o, conn, url);
   if (!known)
     return reply_static(conn, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
   if (!is_get)

@@ -39,6 +39,16 @@ typedef struct wk_promhttp_opts {
   /* /healthz answers 200 "ok" while this returns true, else 503. */
   bool (*healthy)(void *ud);
   void *ud;
+  /* May be NULL (every other path answers 404). Answers any other GET or
+   * HEAD path (the coordinator's status page): returns the HTTP status
+   * and sets *body (malloc'd; the server frees it), *len and *ctype
+   * (static text). authorization is the request's Authorization header or
+   * NULL. A 401 gets "WWW-Authenticate: Bearer"; every answer gets
+   * no-store caching and a Content-Security-Policy that allows no script
+   * and no request elsewhere. Runs on the server's thread. */
+  int (*page)(void *page_ud, const char *url, const char *authorization,
+              char **body, size_t *len, const char **ctype);
+  void *page_ud;
 } wk_promhttp_opts;
 
 /* wk_promhttp_start's failures. */
