@@ -125,6 +125,22 @@ static oq_err sql_round_run(many *b)
     e = oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
     goto out;
   }
+  /* parsed and planned once per connection, not per item */
+  char item_stmt[16], check_stmt[16];
+  static const unsigned int check_types[3] = {0, OQ_OID_UUID, 0};
+  e = oq__db_prepare_once(b->db, b->sql, 4, types, item_stmt, sizeof item_stmt);
+  if (e == OQ_OK)
+    e = oq__db_prepare_once(b->db, check_sql(b), 3, check_types, check_stmt,
+                            sizeof check_stmt);
+  if (e != OQ_OK) {
+    /* a statement that does not prepare fails every item alike: report
+     * it as the first item's failure, so the caller fails the attempts */
+    b->failed =
+        oq__sqlstate_is_restart(oq_db_sqlstate(b->db)) || e == OQ_ERR_CONN
+            ? (long)b->m + 1
+            : 0;
+    goto out;
+  }
   st[0] = (oq__pstmt){.sql = "BEGIN"};
   for (size_t k = 0; k < b->m; k++) {
     const oq_item *it = &b->items[b->active[k]];
@@ -134,14 +150,15 @@ static oq_err sql_round_run(many *b)
     p[1] = it->id;
     p[2] = it->queue;
     p[3] = att[k];
-    st[k + 1] =
-        (oq__pstmt){.sql = b->sql, .nparams = 4, .types = types, .params = p};
+    st[k + 1] = (oq__pstmt){
+        .sql = b->sql, .prepared = item_stmt, .nparams = 4, .params = p};
   }
   const char **cp = params + b->m * 4;
   cp[0] = b->ids;
   cp[1] = oq_session_id(b->s);
   cp[2] = count;
-  st[b->m + 1] = (oq__pstmt){.sql = check_sql(b), .nparams = 3, .params = cp};
+  st[b->m + 1] = (oq__pstmt){
+      .sql = check_sql(b), .prepared = check_stmt, .nparams = 3, .params = cp};
   st[b->m + 2] = (oq__pstmt){.sql = "COMMIT"};
   long f = -1;
   e = oq__db_pipeline(b->db, st, ns, &f);

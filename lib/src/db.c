@@ -30,9 +30,11 @@ struct oq_db {
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
   unsigned claim_turn;   /* per-queue claims: which queue goes first */
   bool per_queue_claims; /* test hook: claim queue by queue on PG too */
-  char ambiguous_id[OQ_UUID_LEN + 1]; /* oq_ack gave up ambiguous on it */
-  oq_err last;                        /* last error code */
-  char sqlstate[6];                   /* last SQLSTATE or "" */
+  char ambiguous_id[OQ_UUID_LEN + 1];  /* oq_ack gave up ambiguous on it */
+  char *prepared[OQ__DB_PREPARED_MAX]; /* SQL prepared on this connection
+                                          as "oq_p<index>"; reset on connect */
+  oq_err last;                         /* last error code */
+  char sqlstate[6];                    /* last SQLSTATE or "" */
   char errmsg[OQ_ERRBUF_SIZE];
 };
 
@@ -161,6 +163,19 @@ bool oq__db_take_ambiguous(oq_db *db, const char *item_id)
   return true;
 }
 
+static PGresult *await_result(oq_db *db, bool *timed_out);
+static oq_err deadline_passed(oq_db *db, const char *what);
+static oq_err fail_from_result(oq_db *db, PGresult *res, const char *what);
+
+/* Prepared statements live on the server connection: a new one has none. */
+static void forget_prepared(oq_db *db)
+{
+  for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
+    free(db->prepared[i]);
+    db->prepared[i] = NULL;
+  }
+}
+
 /* Server NOTICEs ("relation already exists, skipping") go to the debug log,
  * not to the program's stderr. */
 static void on_notice(void *ud, const char *msg)
@@ -244,6 +259,7 @@ static oq_err connect_now(oq_db *db)
   }
   keys[n] = NULL;
   vals[n] = NULL;
+  forget_prepared(db);
   db->conn = PQconnectdbParams(keys, vals, 0);
   PQconninfoFree(parsed);
   if (!db->conn)
@@ -326,6 +342,7 @@ void oq_db_close(oq_db *db)
     return;
   if (db->conn)
     PQfinish(db->conn);
+  forget_prepared(db);
   free(db->conninfo);
   free(db->app_name);
   free(db->password);
@@ -574,9 +591,14 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
     return fail_from_result(db, NULL, "cannot enter pipeline mode");
   bool sent_all = true;
   for (size_t i = 0; i < n && sent_all; i++)
-    sent_all = PQsendQueryParams(db->conn, stmts[i].sql, stmts[i].nparams,
+    sent_all =
+        (stmts[i].prepared
+             ? PQsendQueryPrepared(db->conn, stmts[i].prepared,
+                                   stmts[i].nparams, stmts[i].params, NULL,
+                                   NULL, 0)
+             : PQsendQueryParams(db->conn, stmts[i].sql, stmts[i].nparams,
                                  (const Oid *)stmts[i].types, stmts[i].params,
-                                 NULL, NULL, 0) == 1;
+                                 NULL, NULL, 0)) == 1;
   if (sent_all)
     sent_all = PQpipelineSync(db->conn) == 1;
   if (!sent_all) {
@@ -870,4 +892,47 @@ oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud)
     oq__policy_sleep(&db->retry,
                      oq_backoff_delay_ms(&db->retry, attempt, &db->rng));
   }
+}
+
+oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
+                           const unsigned int *types, char *name,
+                           size_t namelen)
+{
+  int slot = -1;
+  for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
+    if (db->prepared[i] && strcmp(db->prepared[i], sql) == 0) {
+      snprintf(name, namelen, "oq_p%d", i);
+      return OQ_OK;
+    }
+    if (!db->prepared[i] && slot < 0)
+      slot = i;
+  }
+  if (slot < 0) { /* full: start over (rare: a handful of statements) */
+    oq_err e = oq__db_simple(db, "DEALLOCATE ALL");
+    if (e != OQ_OK)
+      return e;
+    forget_prepared(db);
+    slot = 0;
+  }
+  oq__db_clear(db);
+  if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+    return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
+                       db->masked);
+  snprintf(name, namelen, "oq_p%d", slot);
+  bool timed_out = false;
+  PGresult *res = NULL;
+  if (PQsendPrepare(db->conn, name, sql, nparams, (const Oid *)types))
+    res = await_result(db, &timed_out);
+  if (timed_out)
+    return deadline_passed(db, "prepare failed");
+  oq_err e = OQ_OK;
+  if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+    e = fail_from_result(db, res, "prepare failed");
+  PQclear(res);
+  if (e == OQ_OK) {
+    db->prepared[slot] = strdup(sql);
+    if (!db->prepared[slot])
+      e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  }
+  return e;
 }

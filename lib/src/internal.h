@@ -53,6 +53,7 @@ const oq_db_opts *oq__db_opts(const oq_db *db);
 /* One statement of a pipeline (oq__db_pipeline). */
 typedef struct oq__pstmt {
   const char *sql;
+  const char *prepared; /* when set: run this prepared statement instead */
   int nparams;
   const unsigned int *types; /* may be NULL: infer */
   const char *const *params;
@@ -73,6 +74,18 @@ typedef struct oq__pstmt {
  * OQ_ERR_CONN.
  */
 oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed);
+
+/*
+ * Prepare sql on db's connection unless it is already (by text), and put
+ * its name in name. Statements repeated per item (a batch's handler
+ * statement, the claim check) are then parsed and planned once per
+ * connection instead of once per item. At most OQ__DB_PREPARED_MAX per
+ * connection; a reconnect forgets them.
+ */
+#define OQ__DB_PREPARED_MAX 8
+oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
+                           const unsigned int *types, char *name,
+                           size_t namelen);
 
 /* Count a transaction restart taken outside oq_db_transact (metrics). */
 void oq__db_count_restart(oq_db *db);
@@ -163,8 +176,7 @@ char *oq__result_bounded(const char *result);
 /* The text[] literal of n results for the batch acks: results[i] (NULL
  * entries are SQL NULL), or all for every item when results is NULL.
  * malloc'd; NULL on out of memory. */
-char *oq__results_array(const char *const *results, const char *all,
-                        size_t n);
+char *oq__results_array(const char *const *results, const char *all, size_t n);
 
 /* ---- claim.c ------------------------------------------------------- */
 

@@ -6,7 +6,9 @@
 # max_attempts with the SQL error in last_error, while every other item
 # lands exactly once; a statement may use any subset of $1..$4; and a
 # serialization failure (40001) raised by the statement restarts the ack
-# transaction instead of failing the attempt.
+# transaction instead of failing the attempt. Sections 1-4 run in the
+# default mode (up to --batch items per ack transaction, pipelined); section
+# 5 repeats the drain with --sql-per-item (one transaction per item).
 source "$(dirname "${BASH_SOURCE[0]}")/it_lib.sh"
 it_setup sql
 
@@ -125,4 +127,18 @@ it_check "failed attempts logged for restarts" \
   "$(grep -c 'attempt.*failed' "$IT_TMP/restart.log" || true)" 0
 it_check "failed attempts in the exit summary" \
   "$(sed -n 's/.*exiting: .* \([0-9][0-9]*\) failed attempts.*/\1/p' "$IT_TMP/restart.log")" 0
+# ---- 5. --sql-per-item: one ack transaction per item, same guarantee
+it_sql "TRUNCATE ledger;
+        INSERT INTO onceq_items (queue, payload)
+        SELECT 'peritem', jsonb_build_object('n', 2000 + g)
+        FROM generate_series(1, 40) g" >/dev/null
+it_worker_start peritem --drain --queue peritem --concurrency 4 --sql-per-item \
+  --sql "$SQL_LEDGER"
+it_wait_exit "$IT_LAST_PID" 60
+it_check "--sql-per-item exit code" "$IT_RC" 0
+it_check "--sql-per-item ledger rows" "$(it_sql 'SELECT count(*) FROM ledger')" 40
+it_check "--sql-per-item distinct items" \
+  "$(it_sql 'SELECT count(DISTINCT item_id) FROM ledger')" 40
+it_check "--sql-per-item items left" \
+  "$(it_sql "SELECT count(*) FROM onceq_items WHERE queue = 'peritem'")" 0
 it_log "PASS"

@@ -46,6 +46,9 @@ static const opt opts[] = {
      "serve /metrics and /healthz on HOST:PORT (127.0.0.1)"},
     {"--drain", OPT_FLAG, O(drain), "exit 0 once no ready item is left"},
     {"--history", OPT_FLAG, O(history), "keep onceq_done rows of acked items"},
+    {"--sql-per-item", OPT_FLAG, O(sql_per_item),
+     "--sql: one transaction per item (default: up to --batch per "
+     "transaction)"},
     {"--insecure", OPT_FLAG, O(insecure), "--http: skip TLS verification"},
     {"--partitioned", OPT_FLAG, O(partitioned),
      "claim only in this session's parts (see `onceq parts`)"},

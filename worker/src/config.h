@@ -40,9 +40,10 @@ typedef struct wk_config {
   const char *metrics_addr; /* NULL: no endpoint */
   int log_level;            /* oq_log_level */
   bool log_json;
-  bool drain;    /* exit 0 once nothing is ready */
-  bool history;  /* write onceq_done rows */
-  bool insecure; /* --http: skip TLS verification */
+  bool drain;        /* exit 0 once nothing is ready */
+  bool history;      /* write onceq_done rows */
+  bool sql_per_item; /* --sql: one ack transaction per item, not batches */
+  bool insecure;     /* --http: skip TLS verification */
 
   /* --partitioned: claim only in this session's parts; --orphan-after:
    * also claim items ready this long in parts with no live owner */

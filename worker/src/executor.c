@@ -127,20 +127,62 @@ static void run_job(wk *w, oq_db *db, wk_http *http, wk_job *j)
     wk_job_free(w, j);
 }
 
-/* Take the next job, or NULL when told to exit. */
-static wk_job *next_job(wk *w)
+/*
+ * Take the next jobs: one, or for a batched --sql up to max of one
+ * session, but no more than this executor's share of what is queued, so
+ * that a claim's items spread over the idle executors (several batches in
+ * flight, not one big one). Returns 0 when told to exit.
+ */
+static size_t next_jobs(wk *w, wk_job **out, size_t max)
 {
   pthread_mutex_lock(&w->mu);
   while (!w->work_head && !w->exit_executors)
     pthread_cond_wait(&w->work_cv, &w->mu);
-  wk_job *j = w->work_head;
-  if (j) {
+  size_t queued = 0;
+  for (wk_job *q = w->work_head; q && queued < max * 64; q = q->next)
+    queued++;
+  size_t share =
+      (queued + (size_t)w->cfg->concurrency - 1) / (size_t)w->cfg->concurrency;
+  if (share < max)
+    max = share > 0 ? share : 1;
+  size_t n = 0;
+  while (w->work_head && n < max && (n == 0 || w->work_head->g == out[0]->g)) {
+    wk_job *j = w->work_head;
     w->work_head = j->next;
     if (!w->work_head)
       w->work_tail = NULL;
+    out[n++] = j;
   }
   pthread_mutex_unlock(&w->mu);
-  return j;
+  return n;
+}
+
+/* A batched --sql turn: run the live jobs in one transaction, release the
+ * rest (not live any more), free them all. */
+static void run_sql_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
+{
+  wk_job *live[n];
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    wk_job *j = jobs[i];
+    if (atomic_load(&w->draining) || atomic_load(&w->hard_stop) ||
+        oq_session_state_get(j->g->session) != OQ_SESSION_LIVE) {
+      wk_settle_release(w, db, j);
+      wk_job_free(w, j);
+      continue;
+    }
+    observe_latency(w, j);
+    live[k++] = j;
+  }
+  if (k == 0)
+    return;
+  uint64_t t0 = wk_now_ms();
+  wk_sql_handle_batch(w, db, live, k);
+  double each = (double)(wk_now_ms() - t0) / 1e3 / (double)k;
+  for (size_t i = 0; i < k; i++) {
+    wk_metrics_observe(w->m, WK_H_HANDLER, each);
+    wk_job_free(w, live[i]);
+  }
 }
 
 /* Connect for job j (lazily: an outage at start-up is not fatal here),
@@ -181,18 +223,28 @@ void *wk_executor_main(void *arg)
                       .insecure = w->cfg->insecure};
     http = wk_http_new(&hc);
   }
-  wk_job *j;
-  while ((j = next_job(w)) != NULL) {
+  bool batched = w->cfg->handler == WK_HANDLER_SQL && !w->cfg->sql_per_item &&
+                 w->cfg->batch > 1;
+  size_t max = batched ? (size_t)w->cfg->batch : 1;
+  wk_job **jobs = calloc(max, sizeof *jobs);
+  size_t n;
+  while (jobs && (n = next_jobs(w, jobs, max)) > 0) {
     if (!db)
-      db = connect_for(w, &o, j, &rng);
+      db = connect_for(w, &o, jobs[0], &rng);
     if (!db) {
-      OQ_LOG(OQ_LOG_WARN, oq_session_id(j->g->session), j->item.id,
-             "executor cannot reach the database; dropping the job (a "
-             "reconciliation sweep or the reap releases its claim)");
-      j->unsettled = true;
-      wk_job_free(w, j);
+      OQ_LOG(OQ_LOG_WARN, oq_session_id(jobs[0]->g->session), NULL,
+             "executor cannot reach the database; dropping %zu job(s) (a "
+             "reconciliation sweep or the reap releases their claims)",
+             n);
+      for (size_t i = 0; i < n; i++) {
+        jobs[i]->unsettled = true;
+        wk_job_free(w, jobs[i]);
+      }
     } else {
-      run_job(w, db, http, j);
+      if (batched)
+        run_sql_batch(w, db, jobs, n);
+      else
+        run_job(w, db, http, jobs[0]);
       count_restarts(w, db, &restarts_seen);
       if (!oq_db_connected(db)) {
         oq_db_close(db);
@@ -200,8 +252,10 @@ void *wk_executor_main(void *arg)
         restarts_seen = 0;
       }
     }
-    wk_job_done(w);
+    for (size_t i = 0; i < n; i++)
+      wk_job_done(w);
   }
+  free(jobs);
   wk_http_free(http);
   oq_db_close(db);
   return NULL;

@@ -2,6 +2,8 @@
  * handler_sql.c: the --sql handler (handler_sql.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "handler_sql.h"
 #include "settle.h"
@@ -64,4 +66,82 @@ void wk_sql_handle(wk *w, oq_db *db, wk_job *j)
     wk_retry_pause(round, &rng);
     wk_db_revive(db);
   }
+}
+
+void wk_sql_handle_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
+{
+  if (n == 1) {
+    wk_sql_handle(w, db, jobs[0]);
+    return;
+  }
+  oq_session *s = jobs[0]->g->session;
+  const char *sid = oq_session_id(s);
+  oq_ack_opts ao = {.history = w->cfg->history};
+  oq_item *items = malloc(n * sizeof *items);
+  wk_job **pend = malloc(n * sizeof *pend);
+  oq_ack_result *res = malloc(n * sizeof *res);
+  if (!items || !pend || !res) {
+    free(items);
+    free(pend);
+    free(res);
+    for (size_t i = 0; i < n; i++)
+      wk_sql_handle(w, db, jobs[i]);
+    return;
+  }
+  size_t m = n;
+  memcpy(pend, jobs, n * sizeof *pend);
+  uint64_t rng = oq_backoff_seed();
+  for (int round = 1; m > 0; round++) {
+    for (size_t k = 0; k < m; k++)
+      items[k] = pend[k]->item; /* shallow: the jobs own the strings */
+    oq_err e = oq_ack_many_sql(db, s, items, m, w->cfg->sql, &ao, res);
+    size_t left = 0;
+    for (size_t k = 0; k < m; k++) {
+      wk_job *j = pend[k];
+      switch (res[k].verdict) {
+      case OQ_ACK_DONE:
+        wk_metrics_add(w->m, WK_C_ACKED, 1);
+        OQ_LOG(OQ_LOG_DEBUG, sid, j->item.id, "acked (batch of %zu)", m);
+        break;
+      case OQ_ACK_FAILED:
+        wk_settle_failure(w, db, j, res[k].error, -1);
+        break;
+      case OQ_ACK_LOST:
+        wk_metrics_add(w->m, WK_C_LOST, 1);
+        OQ_LOG(OQ_LOG_WARN, sid, j->item.id,
+               "ack rejected: claim lost (reaped, cancelled or taken over)");
+        break;
+      case OQ_ACK_PENDING:
+        pend[left++] = j;
+        break;
+      }
+    }
+    m = left;
+    if (m == 0 || e == OQ_OK)
+      break;
+    if (!wk_transient(e)) {
+      /* nothing in the verdicts explains it: find the culprit one by one */
+      OQ_LOG(OQ_LOG_WARN, sid, NULL,
+             "batch ack of %zu item(s) failed (%s); acknowledging them one "
+             "per transaction",
+             m, oq_db_errmsg(db));
+      for (size_t k = 0; k < m; k++)
+        wk_sql_handle(w, db, pend[k]);
+      break;
+    }
+    if (!wk_keep_trying(w, pend[0], round)) {
+      OQ_LOG(OQ_LOG_WARN, sid, NULL,
+             "batch ack of %zu item(s) not completed (%s); a reconciliation "
+             "sweep releases what is still claimed",
+             m, oq_db_errmsg(db));
+      for (size_t k = 0; k < m; k++)
+        pend[k]->unsettled = true;
+      break;
+    }
+    wk_retry_pause(round, &rng);
+    wk_db_revive(db);
+  }
+  free(items);
+  free(pend);
+  free(res);
 }

@@ -15,4 +15,12 @@
  * statement is a failed attempt. Settles j (the caller frees it). */
 void wk_sql_handle(wk *w, oq_db *db, wk_job *j);
 
+/* The same for n jobs of one session in ONE transaction (pipelined,
+ * oq_ack_many_sql): an item's effect commits if and only if the item is
+ * acknowledged; a failing statement fails that item's attempt only. A
+ * batch that fails as a whole for a reason no item explains (a deferred
+ * constraint at COMMIT) falls back to one transaction per item. Settles
+ * every job (the caller frees them). */
+void wk_sql_handle_batch(wk *w, oq_db *db, wk_job **jobs, size_t n);
+
 #endif

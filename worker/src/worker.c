@@ -344,6 +344,12 @@ static loop_state on_running(wk *w, loop *l, volatile sig_atomic_t *signals)
   pthread_mutex_unlock(&w->mu);
   int free_slots = cfg->concurrency + prefetch - inflight;
   int min_claim = inflight == 0 ? 1 : (cfg->concurrency + 1) / 2;
+  /* batched --sql: executors ack whole batches, so hold one claim being
+   * acknowledged and one ahead (executor.c shares each among them) */
+  if (cfg->handler == WK_HANDLER_SQL && !cfg->sql_per_item && cfg->batch > 1) {
+    free_slots = 2 * cfg->batch - inflight;
+    min_claim = inflight == 0 ? 1 : (cfg->batch + 1) / 2;
+  }
   if (free_slots < min_claim) {
     wk_wait_slot(w, 100);
     return RUNNING;
