@@ -73,7 +73,7 @@ set -euo pipefail
 ONCEQ_APT_PACKAGES="cmake gcc libc6-dev make pkg-config libpq-dev
   postgresql-15 postgresql-client-15 python3 python3-psycopg nodejs npm
   libcurl4-openssl-dev libmicrohttpd-dev uuid-runtime docker-compose
-  python3-yaml systemd clang-format procps"
+  python3-yaml systemd clang-format procps chromium curl"
 
 PGBIN=/usr/lib/postgresql/15/bin
 CTEST_TIMEOUT_S=600

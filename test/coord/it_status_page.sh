@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# it_status_page.sh: the coordinator's status page in a real browser.
+# Known state: emails 3 ready + 1 claimed, reports 2 delayed, hooks 1 dead
+# whose last error and payload carry <script> and markup, two worker
+# sessions (one with a hostname holding markup) owning 4 partitions, the
+# coordinator's own session. Debian's chromium (headless) loads the page;
+# the rendered DOM must show the numbers, the markup as text and no
+# element made from database text. Then a screenshot, the JSON endpoints
+# (the CLI's --json shapes) and the bearer token (401 without it).
+# Skips (77) without a database or without chromium.
+source "$(dirname "$0")/coord_lib.sh"
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$CHROMIUM" ] && [ -n "${ONCEQ_TEST_DSN:-}" ]; then
+  echo "SKIP: no chromium (ONCEQ_APT_PACKAGES in test/run.sh installs it)" >&2
+  exit 77
+fi
+co_setup status_page
+
+A=00000000-0000-4000-8000-00000000000a
+B=00000000-0000-4000-8000-00000000000b
+co_sql "INSERT INTO onceq_sessions (id, expiry, hostname, pid, queues, partitioned)
+        VALUES ('$A', interval '1 hour', '<i>evil</i>-host', 4001, 'emails', true),
+               ('$B', interval '1 hour', 'worker-b', 4002, 'emails,hooks', true);
+        INSERT INTO onceq_settings (key, value) VALUES ('partitions', '4');
+        INSERT INTO onceq_session_parts (part, session_id)
+        VALUES (0, '$A'), (1, '$A'), (2, '$B'), (3, '$B');
+        INSERT INTO onceq_items (queue, payload)
+          SELECT 'emails', '{\"n\": 1}' FROM generate_series(1, 3);
+        INSERT INTO onceq_items (queue, payload, claim, claimed_at, attempts)
+          VALUES ('emails', '{\"n\": 9}', '$A', now(), 1);
+        INSERT INTO onceq_items (queue, run_at)
+          SELECT 'reports', now() + interval '1 hour' FROM generate_series(1, 2);
+        INSERT INTO onceq_dead (id, queue, payload, priority, attempts,
+          max_attempts, last_error, created_at)
+        VALUES (gen_random_uuid(), 'hooks',
+          '{\"p\": \"<img src=x onerror=alert(2)>\"}', 0, 3, 3,
+          'exit status 1: <script>alert(1)</script> & <b>bold</b>', now())" >/dev/null
+
+co_coordinator coord --metrics-addr 127.0.0.1:0 --interval 200ms
+cpid=$CO_LAST_PID
+co_wait_until 15 "the coordinator serves" \
+  grep -q 'metrics on .* (port [0-9]*)' "$CO_TMP/coord.log"
+port=$(sed -n 's/.*metrics on .* (port \([0-9]*\)).*/\1/p' "$CO_TMP/coord.log" | head -1)
+co_wait_until 15 "the coordinator leads" co_sql_is \
+  "SELECT count(*) FROM onceq_leases" 1
+url="http://127.0.0.1:$port/"
+co_log "page at $url"
+
+# the browser: DOM after rendering, and a screenshot
+chrome() {
+  timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu \
+    --hide-scrollbars --user-data-dir="$CO_TMP/chrome" "$@" 2>>"$CO_TMP/chrome.log"
+}
+t0=$(co_now_ms)
+chrome --dump-dom "$url" >"$CO_TMP/dom.html" || co_fail "chromium --dump-dom failed"
+co_log "chromium rendered the DOM in $(($(co_now_ms) - t0)) ms"
+cat >"$CO_TMP/expect.json" <<'JSON'
+{"queues": {"emails": {"ready": 3, "delayed": 0, "claimed": 1, "dead": 0},
+            "reports": {"ready": 0, "delayed": 2, "claimed": 0, "dead": 0},
+            "hooks": {"ready": 0, "delayed": 0, "claimed": 0, "dead": 1}},
+ "ids": {"total-ready": "3", "total-claimed": "1", "total-dead": "1",
+         "workers": "2", "queues-count": "3", "parts-count": "4",
+         "parts-unowned": "0"},
+ "sessions": 3, "parts": 4,
+ "texts": ["exit status 1: <script>alert(1)</script> & <b>bold</b>",
+           "<img src=x onerror=alert(2)>", "<i>evil</i>-host", "worker-b"]}
+JSON
+co_py "$(dirname "$0")/status_dom.py" "$CO_TMP/dom.html" "$CO_TMP/expect.json" ||
+  co_fail "the rendered page does not match (see above)"
+shot=${ONCEQ_STATUS_SCREENSHOT:-$CO_TMP/status.png}
+chrome --window-size=1280,1000 --screenshot="$shot" "$url" >/dev/null ||
+  co_fail "chromium --screenshot failed"
+[ -s "$shot" ] || co_fail "no screenshot at $shot"
+co_log "ok: screenshot $shot ($(stat -c %s "$shot") bytes)"
+
+# the raw HTML: security headers, no script, escaped database text
+curl -s -D "$CO_TMP/h.txt" -o "$CO_TMP/page.html" "$url"
+co_contains "content security policy" "$(cat "$CO_TMP/h.txt")" \
+  "Content-Security-Policy: default-src 'none'"
+co_check "no <script in the HTML" "$(grep -c '<script' "$CO_TMP/page.html" || true)" 0
+co_contains "escaped error" "$(cat "$CO_TMP/page.html")" \
+  '&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;'
+
+# JSON endpoints: the CLI's --json shapes (same keys)
+keys() { co_py -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+def walk(v, p):
+    if isinstance(v, dict):
+        for k in sorted(v): yield p + "." + k; yield from walk(v[k], p + "." + k)
+    elif isinstance(v, list) and v: yield from walk(v[0], p + "[]")
+print("\n".join(sorted(set(walk(d, "")))))' "$1"; }
+for pair in "stats|stats --sample 0s" "sessions|sessions" "parts|parts" \
+  "dead|list --state dead"; do
+  ep=${pair%%|*}
+  cmd=${pair#*|}
+  curl -s -o "$CO_TMP/api_$ep.json" "http://127.0.0.1:$port/api/$ep"
+  # shellcheck disable=SC2086 # cmd is words
+  "$ONCEQ_CLI" --db "$CO_DSN" --json $cmd >"$CO_TMP/cli_$ep.json"
+  co_check "/api/$ep has the keys of onceq $cmd --json" \
+    "$(keys "$CO_TMP/api_$ep.json" | tr '\n' ' ')" \
+    "$(keys "$CO_TMP/cli_$ep.json" | tr '\n' ' ')"
+done
+co_check "/api/dead last_error" \
+  "$(co_py -c 'import json,sys; print(json.load(open(sys.argv[1]))["items"][0]["last_error"])' "$CO_TMP/api_dead.json")" \
+  'exit status 1: <script>alert(1)</script> & <b>bold</b>'
+co_check "unknown path" "$(curl -s -o /dev/null -w '%{http_code}' "${url}nope")" 404
+
+# a token: 401 without it (or a wrong one), 200 with it
+ONCEQ_STATUS_TOKEN=s3cret co_coordinator tok --metrics-addr 127.0.0.1:0 \
+  --interval 200ms
+co_wait_until 15 "the second coordinator serves" \
+  grep -q 'metrics on .* (port [0-9]*)' "$CO_TMP/tok.log"
+tport=$(sed -n 's/.*metrics on .* (port \([0-9]*\)).*/\1/p' "$CO_TMP/tok.log" | head -1)
+co_check "no token" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$tport/")" 401
+co_check "wrong token" "$(curl -s -o /dev/null -w '%{http_code}' \
+  -H 'Authorization: Bearer nope' "http://127.0.0.1:$tport/api/stats")" 401
+co_check "right token" "$(curl -s -o /dev/null -w '%{http_code}' \
+  -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$tport/api/stats")" 200
+co_check "/metrics stays open" "$(curl -s -o /dev/null -w '%{http_code}' \
+  "http://127.0.0.1:$tport/metrics")" 200
+co_alive "$cpid" || co_fail "the coordinator died"
+co_log "PASS"
