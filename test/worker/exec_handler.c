@@ -560,8 +560,14 @@ static void test_child_hygiene(void)
   ASSERT_EQ(sigaction(SIGUSR2, &old, NULL), 0);
   close(fd);
   ASSERT_EQ(o.r.outcome, WK_OK);
-  ASSERT_STREQ(o.r.output, "clean\nSigBlk: 0000000000000000\n"
-                           "SigIgn: 0000000000000000\n");
+  /* Signals 32 and 33 (bits 0x180000000) are glibc's own (SIGCANCEL,
+   * SIGSETXID; SIGRTMIN is 34, so no program can use them): glibc's
+   * posix_spawn leaves them ignored in the child. Every other signal must
+   * be at its default, whatever the worker ignores. */
+  if (strcmp(o.r.output, "clean\nSigBlk: 0000000000000000\n"
+                         "SigIgn: 0000000180000000\n") != 0)
+    ASSERT_STREQ(o.r.output, "clean\nSigBlk: 0000000000000000\n"
+                             "SigIgn: 0000000000000000\n");
 }
 
 /* While a child runs, every fd the handler holds is close-on-exec, so a

@@ -1,10 +1,10 @@
 /*
  * handler_exec.c: the --exec handler (handler_exec.h). Each call owns one
- * child process from fork to reaping: its pipes, its process group and the
+ * child process from spawn to reaping: its pipes, its process group and the
  * tails of what it printed.
  *
  * Terms:
- *  - leader: the child we fork. It leads its own process group (pgid ==
+ *  - leader: the child we spawn. It leads its own process group (pgid ==
  *    its pid), so one kill(-pid, ...) reaches everything it started.
  *  - tail: the last WK_TAIL_MAX bytes of a stream; older bytes are dropped
  *    as new ones arrive, so a chatty child costs a fixed amount of memory.
@@ -29,15 +29,19 @@
  *                  the leader is reaped
  *
  * Decisions:
- *  - fork + execvpe, no shell. argv and envp are built before fork(): the
- *    worker has other threads, so the child may only make async-signal-safe
- *    calls (no malloc, no setenv) until exec. glibc's execvpe searches PATH
- *    with stack buffers only, so it is safe there too.
- *  - Exec failures travel back over a close-on-exec status pipe: EOF means
- *    the exec happened, a child_report means it did not.
- *  - Every fd we create is O_CLOEXEC; the child also marks every fd above 2
- *    close-on-exec (close_range), so it inherits none of the worker's
- *    database or HTTP sockets even if another module forgot the flag.
+ *  - posix_spawnp, no shell. fork() of a multi-threaded worker copies its
+ *    page tables and takes copy-on-write faults and TLB shootdowns on every
+ *    thread; glibc's posix_spawn clones with CLONE_VM|CLONE_VFORK instead,
+ *    so starting a child costs about what exec costs. The child is set up
+ *    by spawn attributes: its own process group (POSIX_SPAWN_SETPGROUP,
+ *    pgid == pid), default dispositions for every signal (SETSIGDEF) and
+ *    an empty mask (SETSIGMASK); stdin/stdout/stderr are dup2'ed from our
+ *    pipes and every fd from 3 up is closed (addclosefrom_np, glibc 2.34).
+ *  - An exec failure (not found, not executable) is posix_spawnp's return
+ *    value: glibc reports it from the child before the parent resumes.
+ *  - Every fd we create is O_CLOEXEC; the child also closes every fd above 2
+ *    (a spawn file action), so it inherits none of the worker's database or
+ *    HTTP sockets even if another module forgot the flag.
  *  - The child starts with default signal dispositions and an empty mask,
  *    whatever the worker ignores or blocks (a worker that ignores SIGPIPE
  *    must not hand that to `yes | head`).
@@ -58,13 +62,15 @@
  *  - Only our own pid is ever waited for (other threads run other
  *    children): waitid(WNOWAIT) to notice the end, waitpid(pid) to reap.
  */
-#define _GNU_SOURCE /* execvpe, pipe2, close_range, sigabbrev_np */
+#define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np,        \
+                       sigabbrev_np */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,13 +102,6 @@ typedef enum exec_stop {
   STOP_CANCEL   /* t->cancelled said so */
 } exec_stop;
 
-/* What the child sends over the status pipe when it cannot exec. */
-typedef enum child_step { STEP_SETPGID, STEP_FDS, STEP_EXEC } child_step;
-typedef struct child_report {
-  int step; /* child_step that failed */
-  int err;  /* its errno */
-} child_report;
-
 typedef struct tail {
   char buf[WK_TAIL_MAX];
   size_t len;     /* bytes kept, <= WK_TAIL_MAX */
@@ -115,7 +114,7 @@ typedef struct exec_call {
   char **argv;        /* cfg->argv + item id; strings borrowed */
   char **envp;        /* environ minus our names + env_own; array owned */
   char *env_own[3];   /* ONCEQ_ITEM_ID=, ONCEQ_QUEUE=, ONCEQ_ATTEMPT= */
-  pid_t pid;          /* the leader; -1 before fork and after reaping */
+  pid_t pid;          /* the leader; -1 before spawn and after reaping */
   int pidfd;          /* readable when the leader ends; -1: not available */
   int in_fd;          /* our end of the child's stdin; -1 once closed */
   int out_fd, err_fd; /* our ends of stdout/stderr; -1 at EOF */
@@ -224,9 +223,9 @@ static bool env_is_ours(const char *entry)
 /*
  * Build argv (the command, then the item id) and envp (the worker's
  * environment with our three variables replacing any inherited ones).
- * Called before fork because the child may not allocate. Reading environ
- * here assumes, as every threaded program must, that nobody calls setenv
- * once threads run. Returns 0, or -1 on out-of-memory.
+ * Built before the spawn (the child shares our memory until exec). Reading
+ * environ here assumes, as every threaded program must, that nobody calls
+ * setenv once threads run. Returns 0, or -1 on out-of-memory.
  */
 static int build_args(exec_call *c)
 {
@@ -266,53 +265,55 @@ static int build_args(exec_call *c)
   return 0;
 }
 
-/*
- * The child, between fork and exec. Only async-signal-safe calls: the
- * other threads' locks (malloc's too) were copied in whatever state they
- * happened to be. fds: stdin read end, stdout and stderr write ends, the
- * status pipe's write end. Never returns.
- */
-static _Noreturn void child_run(const exec_call *c, int fds[4])
+/* Keep fd out of 0..2 (the worker may run with those closed), so the
+ * child's dup2 onto 0..2 cannot clobber another pipe end. -1 on error. */
+static int above_stdio(int *fd)
 {
-  child_report rep = {STEP_FDS, 0};
-  struct sigaction dfl = {.sa_handler = SIG_DFL};
-  sigset_t none;
+  if (*fd > 2)
+    return 0;
+  int moved = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+  if (moved < 0)
+    return -1;
+  close(*fd);
+  *fd = moved;
+  return 0;
+}
 
-  /* A pipe fd may be 0..2 if the worker runs with those closed; move it
-   * out of the way so the dup2 calls below cannot clobber it. */
-  for (int i = 0; i < 4; i++) {
-    if (fds[i] < 3) {
-      fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
-      if (fds[i] < 0)
-        goto fail;
-    }
+/* Start the child: returns 0 and *pid, or an errno (posix_spawnp's; an
+ * exec failure included) with *step naming a set-up step or NULL. */
+static int spawn_child(const exec_call *c, int in_fd, int out_fd, int err_fd,
+                       pid_t *pid, const char **step)
+{
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  *step = "spawn set-up";
+  int rc = posix_spawn_file_actions_init(&fa);
+  if (rc != 0)
+    return rc;
+  rc = posix_spawnattr_init(&at);
+  if (rc != 0) {
+    posix_spawn_file_actions_destroy(&fa);
+    return rc;
   }
-  /* Handlers run until exec; reset them (and inherited SIG_IGN) before
-   * the mask the parent set up for fork() is lifted. */
-  for (int sig = 1; sig < NSIG; sig++) {
-    if (sig != SIGKILL && sig != SIGSTOP)
-      (void)sigaction(sig, &dfl, NULL); /* glibc-reserved ones: EINVAL */
-  }
-  rep.step = STEP_SETPGID;
-  if (setpgid(0, 0) < 0)
-    goto fail;
-  rep.step = STEP_FDS;
-  for (int i = 0; i < 3; i++) {
-    if (dup2(fds[i], i) < 0)
-      goto fail;
-  }
-  /* Best effort (Linux >= 5.11): our own fds are O_CLOEXEC already. */
-  (void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  sigset_t all, none;
+  sigfillset(&all);
   sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  rep.step = STEP_EXEC;
-  execvpe(c->argv[0], c->argv, c->envp);
-fail:
-  rep.err = errno;
-  if (write(fds[3], &rep, sizeof rep) < 0) {
-    /* nothing left to report it to */
+  if ((rc = posix_spawn_file_actions_adddup2(&fa, in_fd, 0)) == 0 &&
+      (rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 1)) == 0 &&
+      (rc = posix_spawn_file_actions_adddup2(&fa, err_fd, 2)) == 0 &&
+      (rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3)) == 0 &&
+      (rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
+                                              POSIX_SPAWN_SETSIGDEF |
+                                              POSIX_SPAWN_SETSIGMASK)) == 0 &&
+      (rc = posix_spawnattr_setpgroup(&at, 0)) == 0 &&
+      (rc = posix_spawnattr_setsigdefault(&at, &all)) == 0 &&
+      (rc = posix_spawnattr_setsigmask(&at, &none)) == 0) {
+    *step = NULL; /* an exec error reads best bare: "cannot run x: ..." */
+    rc = posix_spawnp(pid, c->argv[0], &fa, &at, c->argv, c->envp);
   }
-  _exit(127);
+  posix_spawnattr_destroy(&at);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc;
 }
 
 /*
@@ -614,7 +615,6 @@ int wk_exec_run(const wk_exec_cfg *cfg, const wk_task *t, wk_result *r)
   int rc = -1;
   exec_call *c = NULL;
   int in_p[2] = {-1, -1}, out_p[2] = {-1, -1}, err_p[2] = {-1, -1};
-  int st_p[2] = {-1, -1};
   sigpipe_guard guard = {.active = false};
   const char *cmd = cfg && cfg->argv && cfg->argv[0] ? cfg->argv[0] : "";
 
@@ -643,8 +643,13 @@ int wk_exec_run(const wk_exec_cfg *cfg, const wk_task *t, wk_result *r)
   }
 
   if (pipe2(in_p, O_CLOEXEC) < 0 || pipe2(out_p, O_CLOEXEC) < 0 ||
-      pipe2(err_p, O_CLOEXEC) < 0 || pipe2(st_p, O_CLOEXEC) < 0) {
+      pipe2(err_p, O_CLOEXEC) < 0) {
     start_error(r, cmd, "pipe", errno);
+    goto out;
+  }
+  if (above_stdio(&in_p[0]) < 0 || above_stdio(&out_p[1]) < 0 ||
+      above_stdio(&err_p[1]) < 0) {
+    start_error(r, cmd, "redirect", errno);
     goto out;
   }
   /* Our ends never block: poll() decides when to read or write. */
@@ -656,47 +661,17 @@ int wk_exec_run(const wk_exec_cfg *cfg, const wk_task *t, wk_result *r)
   }
 
   sigpipe_block(&guard);
-  /* All signals blocked across fork: no worker handler may run in the
-   * child before it has reset the dispositions. */
-  sigset_t all, before_fork;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &before_fork);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fds[4] = {in_p[0], out_p[1], err_p[1], st_p[1]};
-    child_run(c, fds);
-  }
-  int fork_err = errno;
-  pthread_sigmask(SIG_SETMASK, &before_fork, NULL);
-  if (pid < 0) {
-    start_error(r, cmd, "fork", fork_err);
+  const char *step = NULL;
+  pid_t pid = -1;
+  int spawn_err = spawn_child(c, in_p[0], out_p[1], err_p[1], &pid, &step);
+  if (spawn_err != 0) {
+    start_error(r, cmd, step, spawn_err);
     goto out;
   }
   c->pid = pid;
   close_fd(&in_p[0]);
   close_fd(&out_p[1]);
   close_fd(&err_p[1]);
-  close_fd(&st_p[1]);
-
-  /* EOF: the exec happened (the pipe was close-on-exec). A report: it
-   * did not, and the child is about to _exit(127). */
-  child_report rep;
-  ssize_t n;
-  do {
-    n = read(st_p[0], &rep, sizeof rep);
-  } while (n < 0 && errno == EINTR);
-  if (n == (ssize_t)sizeof rep) {
-    /* An exec error reads best bare: "cannot run x: No such file...". */
-    const char *step = rep.step == STEP_SETPGID ? "setpgid"
-                       : rep.step == STEP_FDS   ? "redirect"
-                                                : NULL;
-    while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR) {
-    }
-    c->pid = -1;
-    start_error(r, cmd, step, rep.err);
-    goto out;
-  }
-  close_fd(&st_p[0]);
 
   c->in_fd = in_p[1];
   c->out_fd = out_p[0];
@@ -729,7 +704,6 @@ out:
     close_fd(&in_p[i]);
     close_fd(&out_p[i]);
     close_fd(&err_p[i]);
-    close_fd(&st_p[i]);
   }
   if (c) {
     close_fd(&c->pidfd);
