@@ -169,13 +169,14 @@ static oq_err dead_row(void *ud, int ncols, const char *const *v)
   if (ncols < 7)
     return OQ_ERR_SQL;
   d->n++;
-  co_fmt_age(ago, sizeof ago, v[4] ? atof(v[4]) : -1);
+  co_fmt_age(ago, sizeof ago, v[4] ? strtod(v[4], NULL) : -1);
   fputs("<tr class=\"dead\"><td><code>", d->f);
   html_text(d->f, v[0]);
   fputs("</code></td><td>", d->f);
   html_text(d->f, v[1]);
   fprintf(d->f, "</td><td class=\"n\">%d/%d</td><td>%s ago</td>",
-          atoi(v[2] ? v[2] : "0"), atoi(v[3] ? v[3] : "0"), ago);
+          (int)strtol(v[2] ? v[2] : "0", NULL, 10),
+          (int)strtol(v[3] ? v[3] : "0", NULL, 10), ago);
   fputs("<td class=\"err\">", d->f);
   html_text_max(d->f, v[5], ERROR_SHOWN);
   fputs("</td><td class=\"pl\">", d->f);

@@ -113,19 +113,19 @@ static const char claim_parts_crdb[] =
 /* d joined with the results array parallel to $1 (GROUP BY: a duplicate id
  * must not write its row twice) */
 #define KEEP_X(results)                                                        \
-  " v AS (SELECT u.id, max(u.res) AS res FROM unnest($1::uuid[], " results   \
+  " v AS (SELECT u.id, max(u.res) AS res FROM unnest($1::uuid[], " results     \
   "::text[]) AS u(id, res) GROUP BY u.id),"                                    \
-  " x AS (SELECT d.id, d.queue, d.attempts, d.created_at, d.keep_result,"     \
+  " x AS (SELECT d.id, d.queue, d.attempts, d.created_at, d.keep_result,"      \
   " v.res FROM d LEFT JOIN v ON v.id = d.id),"
 #define KEEP_WRITES(history)                                                   \
-  " h AS (INSERT INTO onceq_done (item_id, queue, attempts, session_id,"      \
+  " h AS (INSERT INTO onceq_done (item_id, queue, attempts, session_id,"       \
   " result, created_at)"                                                       \
   " SELECT id, queue, attempts, $2::uuid, res, created_at FROM x"              \
   " WHERE " history "::bool"                                                   \
   " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"                      \
   " session_id = excluded.session_id, result = excluded.result"                \
   " RETURNING item_id),"                                                       \
-  " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result,"        \
+  " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result,"         \
   " truncated)"                                                                \
   " SELECT id, queue, 'done', left(res, 65536),"                               \
   " coalesce(length(res) > 65536, false) FROM x WHERE keep_result"             \
@@ -310,21 +310,20 @@ static const char *const shared[OQ__SQL__COUNT] = {
         "WITH d AS (DELETE FROM onceq_items WHERE id = $1::uuid"
         " AND claim = $2::uuid" KEEP_RETURNING "),"
         " x AS (SELECT d.id, d.queue, d.attempts, d.created_at,"
-        " d.keep_result, $3::text AS res FROM d)," KEEP_WRITES("$4")
-        " SELECT x.id::text FROM x" KEEP_COUNTS,
+        " d.keep_result, $3::text AS res FROM d)," KEEP_WRITES(
+            "$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
     /* $3: results parallel to $1 (text[], NULL entries: none) */
     [OQ__SQL_ACK_BATCH_KEEP] =
         "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
         " AND claim = $2::uuid" KEEP_RETURNING ")," KEEP_X("$3")
-        KEEP_WRITES("$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
+            KEEP_WRITES("$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
     /* oq_ack_many's check (OQ__SQL_ACK_MANY_CHECK) that also keeps
      * results: $3 the count sent, $4 results (text[]), $5 history */
     [OQ__SQL_ACK_MANY_CHECK_KEEP] =
         "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-        " AND claim = $2::uuid" KEEP_RETURNING ")," KEEP_X("$4")
-        KEEP_WRITES("$5")
-        " SELECT 1 / (CASE WHEN (SELECT count(*) FROM x) = $3::int8"
-        " THEN 1 ELSE 0 END)" KEEP_COUNTS_FROM,
+        " AND claim = $2::uuid" KEEP_RETURNING ")," KEEP_X("$4") KEEP_WRITES(
+            "$5") " SELECT 1 / (CASE WHEN (SELECT count(*) FROM x) = $3::int8"
+                  " THEN 1 ELSE 0 END)" KEEP_COUNTS_FROM,
     /* a waiter asks for the outcome of live items it waits for */
     [OQ__SQL_WAIT_OPT_IN] = "UPDATE onceq_items SET keep_result = true"
                             " WHERE id = ANY($1::uuid[]) AND NOT keep_result",
