@@ -253,6 +253,8 @@ timeout 30 "$ONCEQ_WORKER" --queue latin1 --drain --retry-base 50ms \
   --exec "$t/latin1.sh" >"$t/latin1.log" 2>&1 </dev/null || rc=$?
 cli_log "latin1 worker exit $rc"
 [ "$rc" != 124 ] || PROBLEMS+=("latin-1 stderr: the worker did not finish its drain within 30 s")
+[ "$rc" = 1 ] || [ "$rc" = 124 ] ||
+  PROBLEMS+=("latin-1 stderr: a --drain whose every attempt failed exited $rc, want 1")
 err=$(q "SELECT last_error FROM onceq_dead WHERE id = '$id'")
 case "$err" in
 *'exit status 3'*'Fehler: Datei M?ller.txt fehlt'*)
@@ -272,6 +274,30 @@ fi
 if ! LC_ALL=C.UTF-8 iconv -f UTF-8 -t UTF-8 "$t/latin1.log" >/dev/null 2>&1; then
   PROBLEMS+=("latin-1 stderr: the text log is not valid UTF-8")
 fi
+
+# ---- runtime: the schema goes away under a --drain worker ---------------------
+# It says so once, naming `onceq migrate`, and exits 2 instead of warning
+# every second forever.
+NCASES=$((NCASES + 1))
+id=$("$ONCEQ_CLI" push --queue gone '{"x": 1}')
+rc=0
+timeout 30 "$ONCEQ_WORKER" --queue gone --drain --concurrency 1 \
+  --poll-interval 100ms --exec sh -c 'cat >/dev/null; sleep 1' \
+  >"$t/gone.log" 2>&1 </dev/null &
+gpid=$!
+for _ in $(seq 1 100); do
+  [ "$(q "SELECT count(*) FROM onceq_items WHERE id = '$id' AND claim IS NOT NULL")" = 1 ] && break
+  sleep 0.1
+done
+q "ALTER TABLE onceq_items RENAME TO onceq_items_away" >/dev/null
+wait "$gpid" || rc=$?
+q "ALTER TABLE onceq_items_away RENAME TO onceq_items" >/dev/null
+[ "$rc" = 2 ] ||
+  PROBLEMS+=("schema gone under --drain: exit $rc, want 2: $(tail -n 3 "$t/gone.log")")
+grep -q 'onceq migrate' "$t/gone.log" ||
+  PROBLEMS+=("schema gone under --drain: no line naming onceq migrate")
+cli_log "case $NCASES: schema gone under --drain: exit $rc"
+q "DELETE FROM onceq_items WHERE queue = 'gone'" >/dev/null
 
 if [ ${#PROBLEMS[@]} -gt 0 ]; then
   cli_fail "$NCASES cases, ${#PROBLEMS[@]} problem(s):$(printf '\n  - %s' "${PROBLEMS[@]}")"

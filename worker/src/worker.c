@@ -366,6 +366,19 @@ static loop_state on_running(wk *w, loop *l, volatile sig_atomic_t *signals)
   if (e == OQ_ERR_SESSION_LOST || e == OQ_ERR_FENCED)
     return by_session(w, RUNNING); /* the library marked the session */
   if (e != OQ_OK) {
+    /* the tables are gone (undefined_table) or too old: a --drain run
+     * cannot finish, so it says so once and exits 2 instead of warning
+     * every second */
+    bool no_schema =
+        e == OQ_ERR_SCHEMA || strcmp(oq_db_sqlstate(l->db), "42P01") == 0;
+    if (cfg->drain && no_schema) {
+      OQ_LOG(OQ_LOG_ERROR, sid_of(w), NULL,
+             "claim failed: %s; the onceq schema is missing: run `onceq "
+             "migrate`",
+             oq_db_errmsg(l->db));
+      l->rc = 2;
+      return DONE;
+    }
     OQ_LOG(OQ_LOG_ERROR, sid_of(w), NULL, "claim failed: %s",
            oq_db_errmsg(l->db));
     wk_wait_slot(w, 1000);
@@ -381,6 +394,15 @@ static loop_state on_running(wk *w, loop *l, volatile sig_atomic_t *signals)
   if (cfg->drain && got == 0 && wk_busy(w) == 0) {
     OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL,
            "--drain: nothing ready is left; exiting");
+    /* a drain that acknowledged nothing of what it ran did not do its
+     * job: exit 1, so a script notices (the failures are in the log) */
+    if (wk_metrics_get(w->m, WK_C_FAILED) > 0 &&
+        wk_metrics_get(w->m, WK_C_ACKED) == 0) {
+      OQ_LOG(OQ_LOG_ERROR, sid_of(w), NULL,
+             "--drain: every attempt failed (%" PRIu64 " failed, 0 acked)",
+             wk_metrics_get(w->m, WK_C_FAILED));
+      l->rc = 1;
+    }
     return DONE;
   }
   if (l->listen_db && !oq_db_connected(l->listen_db)) {
