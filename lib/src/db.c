@@ -276,10 +276,17 @@ static oq_err connect_now(oq_db *db)
       code = OQ_ERR_AUTH;
       fix = "check the user and password in --db / ONCEQ_DATABASE_URL "
             "(or PGPASSWORD / ~/.pgpass)";
+    } else if (strstr(m, "role \"") && strstr(m, "does not exist")) {
+      code = OQ_ERR_CONFIG;
+      fix = "create the role or fix user= in --db / ONCEQ_DATABASE_URL";
     } else if (strstr(m, "does not exist")) {
       code = OQ_ERR_CONFIG;
       fix = "create the database or fix the name in --db / "
             "ONCEQ_DATABASE_URL";
+    } else if (strstr(m, "invalid") && strstr(m, "connection option")) {
+      /* libpq: invalid integer value "x" for connection option "port" */
+      code = OQ_ERR_CONFIG;
+      fix = "fix that option in --db / ONCEQ_DATABASE_URL";
     }
     oq__db_fail(db, code, NULL, "cannot connect to %s: %s; %s", db->masked, m,
                 fix);

@@ -52,6 +52,15 @@ worker_case() { run_case worker "$@"; }
 
 W_URL="postgresql://u:$SECRET@127.0.0.1:1/x"
 
+# ---- connection hints name the right fix --------------------------------------
+cli_case "onceq port=notaport" 2 'invalid integer value "notaport".*fix that option in --db' \
+  --db "host=127.0.0.1 port=notaport" list
+cli_case "onceq with a role that does not exist" 2 \
+  'role "onceq_no_such_role" does not exist; create the role or fix user=' \
+  --db "$CLI_ADMIN user=onceq_no_such_role" list
+worker_case "worker port=notaport" 2 'fix that option in --db' \
+  --db "host=127.0.0.1 port=notaport" --sql 'select 1'
+
 # ---- passwords never in usage errors (issue 14, bad 3) ----------------------
 worker_case "worker --db=URL with a password (unreachable)" 2 '127\.0\.0\.1' \
   "--db=$W_URL" --sql 'select 1'
