@@ -3,7 +3,7 @@
  * codes, the parsed global options, and helpers to connect, to run one
  * transaction or statement and to report one-line errors.
  *
- * Exit codes (DESIGN §6): 0 done; 1 runtime failure; 2 bad usage or bad
+ * Exit codes (docs/design.md §6): 0 done; 1 runtime failure; 2 bad usage or bad
  * configuration, with one line that names the fix.
  *
  * Thread safety: the CLI is single-threaded except where a command says

@@ -3,8 +3,8 @@
  *
  * The only decision about who may acknowledge is `claim = $session` inside
  * the ack transaction. An ambiguous commit is reconciled from the database
- * (DESIGN §3): item gone -> acknowledged; still ours -> run the transaction
- * again; otherwise -> claim lost.
+ * (docs/design.md §3): item gone -> acknowledged; still ours -> run the
+ * transaction again; otherwise -> claim lost.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -227,8 +227,8 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " VALUES ($1::int8 * interval '1 millisecond', $2::text, $3::int,"
         " $4::text, $5::text) RETURNING id::text",
     [OQ__SQL_SESSION_END] = "DELETE FROM onceq_sessions WHERE id = $1::uuid",
-    /* an expired row is never revived (DESIGN §4a): 0 rows means lost even
-     * if no reaper has deleted it yet */
+    /* an expired row is never revived (docs/design.md §4a): 0 rows means lost
+     * even if no reaper has deleted it yet */
     [OQ__SQL_HEARTBEAT] = "UPDATE onceq_sessions SET heartbeated_at = now()"
                           " WHERE id = $1::uuid"
                           " AND heartbeated_at + expiry >= now()",

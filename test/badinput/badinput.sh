@@ -2,7 +2,7 @@
 # shellcheck disable=SC2016 # $1..$5 and backquotes in single quotes are text
 # badinput.sh: the bad-input catalogue (issue 14). Each case is a mistake a
 # new user makes with onceq or onceq-worker; each asserts
-#   - the exit code (2: bad usage or configuration, DESIGN §6),
+#   - the exit code (2: bad usage or configuration, docs/design.md §6),
 #   - exactly one line on stderr naming the problem (a regex), nothing on
 #     stdout,
 #   - no password in that line,

@@ -8,7 +8,7 @@
    (anchors, merges and ${VAR:-default} applied), which the checks read.
 2. The resolved model must have:
    - the CockroachDB cluster: roach1..3 on a pinned image at or after the
-     SKIP LOCKED fixes (v24.1.5 / v24.2.3; DESIGN.md section 3), each
+     SKIP LOCKED fixes (v24.1.5 / v24.2.3; docs/design.md §3), each
      `start --insecure --join=` naming all three, each with a health check
      (/health?ready=1 or `cockroach node status`);
    - a one-shot `init` (`cockroach init`, restart "no");
@@ -45,7 +45,7 @@ CRDB_STACK = ["roach1", "roach2", "roach3", "init", "migrate", "worker",
               "coordinator"]
 PG_STACK = {"pg": None, "pg-migrate": "migrate", "pg-worker": "worker",
             "pg-coordinator": "coordinator"}
-# First fixed CockroachDB release per line for SKIP LOCKED (DESIGN.md 3).
+# First fixed CockroachDB release per line for SKIP LOCKED (docs/design.md §3).
 CRDB_MIN = {(24, 1): (24, 1, 5), (24, 2): (24, 2, 3)}
 
 

@@ -12,7 +12,7 @@ Terms:
     longer fail is itself a failure.
 
 The worker defaults mirror worker/src/config.c (shutdown 30s, kill grace
-5s); durations use onceq's syntax (DESIGN.md section 6: 250ms, 5s, 2m, 1h).
+5s); durations use onceq's syntax (docs/design.md §6: 250ms, 5s, 2m, 1h).
 """
 
 import os

@@ -4,7 +4,7 @@
  * re-run blindly, and the handler's database effect must exist exactly once.
  *
  * The handler inserts into a ledger table that has NO unique constraint, so
- * a blind re-run would show up as a second row. Cases (DESIGN.md section 3,
+ * a blind re-run would show up as a second row. Cases (docs/design.md §3,
  * "Ambiguous commit"):
  *  - landed:      COMMIT reaches the server and commits; the answer is lost.
  *                 Reconciliation finds the item gone: acknowledged.

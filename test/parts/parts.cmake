@@ -1,4 +1,4 @@
-# Static partition assignment (DESIGN §5, issue 5). C tests drive the
+# Static partition assignment (docs/design.md §5, issue 5). C tests drive the
 # library directly; the shell tests run real onceq-worker processes
 # (test/worker/it_lib.sh plumbing) and are labelled slow as well.
 oq_add_test(unit_parts_map LABEL unit SOURCES parts_map.c)

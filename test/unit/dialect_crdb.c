@@ -4,7 +4,7 @@
  * Every CockroachDB-only branch of lib/src/dialect.c (the claims, the
  * migration lock) and the CockroachDB migration variants (schema/
  * NNNN_*.crdb.sql, as embedded in the library) are asserted here against
- * their PostgreSQL counterparts (DESIGN.md section 3):
+ * their PostgreSQL counterparts (docs/design.md §3):
  *  - a statement whose text differs per engine must be a claim pair or the
  *    migration lock; any other difference fails until it gets a test;
  *  - each claim is one UPDATE ... WHERE ... ORDER BY ... LIMIT ...
@@ -117,7 +117,7 @@ static void between(const char *sql, const char *from, const char *to,
 
 /*
  * A claim pair: PostgreSQL's MATERIALIZED CTE with FOR UPDATE SKIP LOCKED
- * feeding an UPDATE ... FROM (DESIGN.md 3), and CockroachDB's single
+ * feeding an UPDATE ... FROM (docs/design.md §3), and CockroachDB's single
  * UPDATE ... WHERE ... ORDER BY ... LIMIT ... RETURNING, an implicit
  * statement the server may retry. Both must filter, order, limit, set and
  * return the same things (one row parser serves both engines).
@@ -334,7 +334,7 @@ static void test_migrations(void)
                      "ON DELETE SET NULL");
   ASSERT_CONTAINS(c, "ON onceq_items (claim) WHERE claim IS NOT NULL");
   /* CockroachDB applies only the first FK action on a column: one FK on
-   * claim, none elsewhere on onceq_items (DESIGN.md 2). */
+   * claim, none elsewhere on onceq_items (docs/design.md §2). */
   ASSERT_EQ(count_of(c, "REFERENCES onceq_sessions"), 2); /* +parts */
   ASSERT_CONTAINS(c, "session_id UUID NOT NULL REFERENCES onceq_sessions "
                      "(id) ON DELETE CASCADE");

@@ -3,7 +3,7 @@
 # closed (a blackholed host: no RST, no FIN, its data acknowledged, so
 # neither keepalives nor tcp_user_timeout end the connection) fences itself
 # on its own clock, and stops its --exec children before anyone may take
-# its session over (DESIGN.md section 4a: the state is computed when read,
+# its session over (docs/design.md §4a: the state is computed when read,
 # so a blocked heartbeat cannot hold the fence off).
 #
 # W1 reaches the database through oq_cutproxy; W2 directly. Each --exec

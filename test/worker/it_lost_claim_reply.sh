@@ -5,7 +5,7 @@
 # statement (its text contains "SET claim = $1::uuid", lib/src/dialect.c),
 # waits for the server's full answer, drops it and closes both sockets: the
 # rows are claimed by the worker's live session, yet its worker holds none
-# of them in memory (DESIGN.md section 4a). The reconciliation sweep (an
+# of them in memory (docs/design.md §4a). The reconciliation sweep (an
 # ambiguous claim is one of its triggers; it also runs at least once per
 # session expiry) must release them while the worker keeps running: not at
 # exit, not by a reaper (the session stays the same).

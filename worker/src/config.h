@@ -1,6 +1,6 @@
 /*
  * config.h: onceq-worker's settings and their command-line parsing
- * (DESIGN §6: the flag names are an interface scripts rely on).
+ * (docs/design.md §6: the flag names are an interface scripts rely on).
  *
  * Thread safety: parsed once on the main thread, then read-only.
  */

@@ -2,7 +2,7 @@
  * preflight.h: start-up checks of the handler configuration, so a mistake
  * that would fail every item (SQL that does not prepare, a command that is
  * not there, a URL libcurl cannot use) stops the worker at once with one
- * line, instead of burning attempts and dead-lettering work (DESIGN §6:
+ * line, instead of burning attempts and dead-lettering work (docs/design.md §6:
  * exit 2 is bad configuration).
  *
  * Thread safety: called once on the main thread before the worker runs.

@@ -4,7 +4,7 @@
  * move jobs between the claim loop, the executors and the acker.
  *
  * The invariant these modules keep together (README "Session lifecycle",
- * DESIGN §4a): every row with claim = S of a live session S is held in
+ * docs/design.md §4a): every row with claim = S of a live session S is held in
  * memory by a job of S (queued, running or being acknowledged), or is being
  * released. A job is "held" from the moment the claim loop pushes it until
  * its outcome (ack, failed attempt, release) reached the database or the

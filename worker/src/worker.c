@@ -201,8 +201,8 @@ static oq_db *open_listener(wk *w)
 }
 
 /* --------------------------------------------------------------------- */
-/* --partitioned (DESIGN §5): the claim loop's only partition logic. A round
- * runs on the poll cadence, claims look only in this session's parts (and
+/* --partitioned (docs/design.md §5): the claim loop's only partition logic. A
+ * round runs on the poll cadence, claims look only in this session's parts (and
  * at orphans), and the library gives a part up only once this session's
  * items of it have finished or been released. While draining, the loop
  * neither claims nor runs rounds, so the parts stay owned until the session
@@ -571,7 +571,7 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m,
   w.m = m;
   w.dbo.conninfo = cfg->db;
   w.dbo.application_name = "onceq-worker";
-  /* no statement outlives the fence (DESIGN §4a): a blocked call would
+  /* no statement outlives the fence (docs/design.md §4a): a blocked call would
    * otherwise keep a thread past the moment the session may be reaped */
   w.dbo.deadline_ms = (int)(cfg->session_expiry_ms - OQ_FENCE_MARGIN_MS);
   if (w.dbo.deadline_ms < 1000)

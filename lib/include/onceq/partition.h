@@ -1,6 +1,6 @@
 /*
- * partition.h: static partition assignment (DESIGN §5): which part of the
- * keyspace a session claims from, so that claims stop contending.
+ * partition.h: static partition assignment (docs/design.md §5): which part of
+ * the keyspace a session claims from, so that claims stop contending.
  *
  * Terms:
  *  - slot: onceq_items.part, 0..1023, random at insert time (a column

@@ -1,6 +1,7 @@
 /*
  * stmt.h: checking a caller's SQL statement without running it (the
- * worker's --sql handler checks its statement once at start-up, DESIGN §6).
+ * worker's --sql handler checks its statement once at start-up, docs/design.md
+ * §6).
  *
  * Thread safety: like every oq_db call, one thread per oq_db.
  */
