@@ -179,8 +179,28 @@ fresh_db() {
   run_sql tables.sql
 }
 
+# email_worker: an onceq-worker on the email queue, in the background, for
+# the "wait for the result" steps (someone must acknowledge); stop_worker
+# (or the exit trap) stops it. --sql-per-item: oq_ack, whose statement
+# keeps the outcome row the README's state query reads.
+wpid=''
+email_worker() {
+  [ -x "${ONCEQ_WORKER_BIN:-}" ] || fail "ONCEQ_WORKER_BIN is missing"
+  "$ONCEQ_WORKER_BIN" --queue email --poll-interval 200ms --sql-per-item \
+    --sql "INSERT INTO emails_sent (item_id, order_id) VALUES (\$2, (\$1->>'order')::bigint)" \
+    >>"$work/worker.log" 2>&1 </dev/null &
+  wpid=$!
+}
+stop_worker() {
+  [ -n "$wpid" ] || return 0
+  kill "$wpid" 2>/dev/null || true
+  wait "$wpid" 2>/dev/null || true
+  wpid=''
+}
+
 cleanup() {
   local rc=$?
+  stop_worker
   if [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]; then
     if [ -n "$dbname" ]; then
       psql "$ONCEQ_TEST_DSN" -X -q \
@@ -297,6 +317,18 @@ mode_psql() {
        AND run_at <= now() + interval '5 minutes'
        AND priority = 10 AND max_attempts = 5" 1
   expect "exactly the committed items" "SELECT count(*) FROM onceq_items" 3
+
+  # wait for the result: a worker acknowledges while the README waits
+  block wait.sh
+  block wait_state.sql
+  email_worker
+  PATH="$(dirname "$ONCEQ_BIN"):$PATH" run_sh wait.sh >"$work/wait.out"
+  stop_worker
+  cat "$work/wait.out"
+  expect_line "onceq wait: acknowledged" "$work/wait.out" '^order 42: done$'
+  expect_line "the state query says done" "$work/wait.out" '^done\|'
+  expect "its outcome was kept by the ack" \
+    "SELECT count(*) FROM onceq_results WHERE outcome = 'done'" 1
 }
 
 mode_python() {
@@ -321,6 +353,17 @@ mode_python() {
   expect "its item rolled back" \
     "SELECT count(*) FROM onceq_items WHERE payload ->> 'order' = '101'" 0
   expect "exactly the committed items" "SELECT count(*) FROM onceq_items" 1
+
+  block wait.py
+  email_worker
+  (cd "$work" && timeout 60 "$py" wait.py) >"$work/wait.txt" ||
+    fail "the Python wait example exited non-zero"
+  stop_worker
+  cat "$work/wait.txt"
+  expect_line "it waited until the item was acknowledged" "$work/wait.txt" \
+    '^order 300: done$'
+  expect "the worker's effect committed" \
+    "SELECT count(*) FROM emails_sent WHERE order_id = 300" 1
 }
 
 # npm ci into test/readme/node when node_modules is missing: from the
@@ -363,6 +406,17 @@ mode_node() {
   expect "its item rolled back" \
     "SELECT count(*) FROM onceq_items WHERE payload ->> 'order' = '201'" 0
   expect "exactly the committed items" "SELECT count(*) FROM onceq_items" 1
+
+  block wait.js
+  email_worker
+  (cd "$work" && NODE_PATH="$here/node/node_modules" timeout 60 node wait.js) \
+    >"$work/wait.txt" || fail "the Node wait example exited non-zero"
+  stop_worker
+  cat "$work/wait.txt"
+  expect_line "it waited until the item was acknowledged" "$work/wait.txt" \
+    '^order 400: done$'
+  expect "the worker's effect committed" \
+    "SELECT count(*) FROM emails_sent WHERE order_id = 400" 1
 }
 
 # check_worker OUTFILE: the C example's output and the database after it ran
