@@ -178,6 +178,15 @@ char *oq__result_bounded(const char *result);
  * malloc'd; NULL on out of memory. */
 char *oq__results_array(const char *const *results, const char *all, size_t n);
 
+/* ---- rowjson.c -------------------------------------------------------- */
+
+struct pg_result;
+/* Row row of a finished result as a JSON object text ({"col": value, ...};
+ * rowjson.c has the type rules), for the result a --sql handler keeps.
+ * malloc'd (free with free()); NULL when row does not exist or out of
+ * memory. */
+char *oq__pgresult_row_json(const struct pg_result *res, int row);
+
 /* ---- claim.c ------------------------------------------------------- */
 
 /* Whether a multi-queue claim on db runs one statement per queue (on
