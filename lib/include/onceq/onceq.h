@@ -8,7 +8,7 @@
 #ifndef ONCEQ_H
 #define ONCEQ_H
 
-#define ONCEQ_VERSION "0.1.0"
+#include "onceq/version.h" /* generated: ONCEQ_VERSION */
 
 #include "onceq/err.h"
 #include "onceq/backoff.h"
