@@ -402,7 +402,9 @@ static void lead(coord *c)
     co_metrics_add(c->metrics, CO_C_RETENTION_DONE, (uint64_t)a);
     co_metrics_add(c->metrics, CO_C_RETENTION_DEAD, (uint64_t)b);
     OQ_LOG(OQ_LOG_INFO, sid(c), NULL,
-           "retention: deleted %ld onceq_done and %ld onceq_dead row(s)", a, b);
+           "retention: deleted %ld onceq_done/onceq_results and %ld "
+           "onceq_dead row(s)",
+           a, b);
   }
   if (c->notifier && !signals_seen) {
     if (co_notify_run(c->notifier, c->db, &signals_seen, &a, &b) != OQ_OK) {

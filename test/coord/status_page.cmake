@@ -7,3 +7,12 @@ if(TARGET onceq)
                        LABELS integration TIMEOUT 180 SKIP_RETURN_CODE 77
                        ENVIRONMENT "ONCEQ_CLI=$<TARGET_FILE:onceq>")
 endif()
+
+# --keep-results retention of onceq_results.
+if(TARGET onceq)
+  add_test(NAME it_coord_results_retention
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/it_results_retention.sh)
+  set_tests_properties(it_coord_results_retention PROPERTIES
+                       LABELS integration TIMEOUT 90 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "ONCEQ_CLI=$<TARGET_FILE:onceq>")
+endif()
