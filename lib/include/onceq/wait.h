@@ -17,6 +17,8 @@
  * back ack wakes nobody) and re-checks every 2 s anyway; on CockroachDB
  * (no LISTEN) it polls with capped exponential backoff and jitter.
  *
+ * Design: docs/design.md §4c.
+ *
  * Thread safety: uses the caller's db, on one thread. On PostgreSQL the
  * connection LISTENs while oq_wait runs and UNLISTENs before it returns.
  */
