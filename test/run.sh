@@ -24,12 +24,15 @@
 #   3 default  integration, serializable
 #   4 asan     unit + integration, read committed, without label slow
 #   5 tsan     unit + integration, serializable,   without label slow
+#   6 default  fuzz: test/fuzz/run.sh builds the libFuzzer targets with
+#              clang in build/fuzz and runs each for ONCEQ_FUZZ_SECONDS
+#              (20 s); runs after pass 3; not with --quick
 # Labels: unit (no database), integration (needs ONCEQ_TEST_DSN), readme
 # (checks the README's commands; default build, read committed only), slow
 # (skipped by the sanitizer passes).
 #
 # Options:
-#   --quick           only the default build: passes 1-3.
+#   --quick           only the default build: passes 1-3 (no fuzzing).
 #   --dsn CONNINFO    start no server; run against this external database
 #                     (key=value conninfo: the harness appends " dbname=X"
 #                     for each test's private database, so the role needs
@@ -69,11 +72,14 @@ set -euo pipefail
 # Debian packages the build and the tests need. Add to this list.
 # (libc6-dev: gcc only recommends it, and cc cannot link without it;
 # libmicrohttpd-dev: the worker's metrics endpoint; procps: ps, which the
-# tests use to find a child process.)
+# tests use to find a child process; spin: the protocol model in
+# test/model/; clang and libclang-rt-14-dev: -fsanitize=fuzzer for the
+# fuzz targets in test/fuzz/.)
 ONCEQ_APT_PACKAGES="cmake gcc libc6-dev make pkg-config libpq-dev
   postgresql-15 postgresql-client-15 python3 python3-psycopg nodejs npm
   libcurl4-openssl-dev libmicrohttpd-dev uuid-runtime docker-compose
-  python3-yaml systemd clang-format procps chromium curl"
+  python3-yaml systemd clang-format procps chromium curl spin clang
+  libclang-rt-14-dev"
 
 PGBIN=/usr/lib/postgresql/15/bin
 CTEST_TIMEOUT_S=600
@@ -92,6 +98,7 @@ PASS_DEFS=(
   "3;default;integration, serializable;^integration\$;;serializable;0"
   "4;asan;unit+integration, read committed;^(unit|integration)\$;^slow\$;read committed;0"
   "5;tsan;unit+integration, serializable;^(unit|integration)\$;^slow\$;serializable;0"
+  "6;default;fuzz (libFuzzer, clang);^fuzz\$;;read committed;0"
 )
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -626,6 +633,8 @@ for b in "${builds[@]}"; do
   do_build "$b" || ANY_FAILURE=1
   for def in "${PASS_DEFS[@]}"; do
     IFS=';' read -r -a f <<<"$def"
+    # the fuzz pass is minutes of clang build and fuzzing: full runs only
+    if [ $QUICK -eq 1 ] && [ "${f[3]}" = '^fuzz$' ]; then continue; fi
     if [ "${f[1]}" = "$b" ]; then run_pass "$def"; fi
   done
 done
