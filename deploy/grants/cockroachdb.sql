@@ -1,0 +1,41 @@
+-- deploy/grants/cockroachdb.sql: least-privilege roles for onceq on
+-- CockroachDB; the same roles and rights as deploy/grants/postgres.sql
+-- (read that file's header), with two differences CockroachDB imposes:
+--  - CREATE ROLE IF NOT EXISTS instead of a DO block;
+--  - no column privileges, so onceq_producer gets UPDATE on all of
+--    onceq_items (PostgreSQL: only keep_result, for `onceq wait`). A
+--    producer that never runs `onceq wait` does not need it: drop that
+--    line.
+-- Run it as the owner of the onceq tables:
+--   cockroach sql --url "$OWNER_URL" --file deploy/grants/cockroachdb.sql
+-- If CockroachDB checks the deleting role's rights on the tables a
+-- cascade reaches (PostgreSQL runs foreign-key actions as the table owner),
+-- a reaping worker also needs DELETE on onceq_leases (ON DELETE CASCADE
+-- from onceq_sessions).
+-- Untested in CI (no CockroachDB binary runs there); the PostgreSQL file is
+-- checked by test/cli/cli_grants.sh.
+CREATE ROLE IF NOT EXISTS onceq_producer;
+CREATE ROLE IF NOT EXISTS onceq_worker;
+CREATE ROLE IF NOT EXISTS onceq_coordinator;
+
+-- producer
+GRANT SELECT ON onceq_items, onceq_dead, onceq_done, onceq_results,
+  onceq_sessions, onceq_session_parts, onceq_settings, onceq_schedules,
+  onceq_leases, onceq_migrations TO onceq_producer;
+GRANT INSERT ON onceq_items TO onceq_producer;
+GRANT UPDATE ON onceq_items TO onceq_producer;
+
+-- worker
+GRANT SELECT, INSERT, UPDATE, DELETE ON onceq_sessions TO onceq_worker;
+GRANT SELECT, UPDATE, DELETE ON onceq_items TO onceq_worker;
+GRANT INSERT ON onceq_dead TO onceq_worker;
+GRANT SELECT, INSERT, UPDATE ON onceq_done TO onceq_worker;
+GRANT SELECT, INSERT, UPDATE ON onceq_results TO onceq_worker;
+GRANT SELECT, INSERT, DELETE ON onceq_session_parts TO onceq_worker;
+GRANT SELECT ON onceq_settings, onceq_migrations TO onceq_worker;
+
+-- coordinator (and operator commands)
+GRANT SELECT, INSERT, UPDATE, DELETE ON onceq_items, onceq_dead, onceq_done,
+  onceq_results, onceq_sessions, onceq_session_parts, onceq_settings,
+  onceq_schedules, onceq_leases TO onceq_coordinator;
+GRANT SELECT ON onceq_migrations TO onceq_coordinator;
