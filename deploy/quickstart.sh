@@ -21,7 +21,7 @@
 #   5. runs 3 onceq-worker processes (4 executors each) whose --sql handler
 #      inserts one row per item into demo_ledger inside the ack transaction.
 #      demo_ledger has no unique constraint: a second ack of an item would
-#      show up as a second row. Midway it kills one worker with SIGKILL; its
+#      show up as a second row. Early on it kills one worker with SIGKILL; its
 #      session stops heartbeating, and after its 3 s expiry a reaper in one
 #      of the others releases the items it held, which the others then do;
 #   6. prints the verdict: ledger rows = committed items (9,000), no
@@ -651,9 +651,10 @@ while :; do
     rate_done=$done_n
   fi
 
-  # Midway: SIGKILL one worker. It cannot clean up: its claims stay until
-  # its session expires and a reaper in another worker deletes it.
-  if [ $KILLED -eq 0 ] && [ $((done_n * 2)) -ge "$COMMITTED" ]; then
+  # Early on (10% acked, so it still holds claims however fast the workers
+  # are): SIGKILL one worker. It cannot clean up: its claims stay until its
+  # session expires and a reaper in another worker deletes it.
+  if [ $KILLED -eq 0 ] && [ $((done_n * 10)) -ge "$COMMITTED" ]; then
     VICTIM_PID=${WPID[$VICTIM]}
     kill -KILL "$VICTIM_PID" 2>/dev/null || true
     KILL_MS=$(now_ms)
@@ -684,11 +685,18 @@ while :; do
       "the kill; the $HELD item(s) it held are back in the queue for the others"
   fi
 
-  if [ "$left" -eq 0 ]; then
+  # done once every item is acked and the killed worker's session is gone
+  # (its reap is part of the demonstration)
+  if [ "$left" -eq 0 ] && { [ $KILLED -eq 0 ] || [ $REAPED -eq 1 ]; }; then
     [ $TTY -eq 1 ] && printf '\r\033[K'
     progress_line
     printf '\n'
     break
+  fi
+  if [ "$left" -eq 0 ] && [ "${WAIT_SAID:-0}" -eq 0 ]; then
+    WAIT_SAID=1
+    event "every item is acked; waiting for worker $VICTIM's session to" \
+      "expire ($EXPIRY) and be reaped"
   fi
   if [ $TTY -eq 1 ]; then
     printf '\r\033[K'

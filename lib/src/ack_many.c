@@ -128,19 +128,19 @@ static oq_err sql_round_run(many *b)
   /* parsed and planned once per connection, not per item */
   char item_stmt[16], check_stmt[16];
   static const unsigned int check_types[3] = {0, OQ_OID_UUID, 0};
+  b->failed = (long)b->m + 1;
   e = oq__db_prepare_once(b->db, b->sql, 4, types, item_stmt, sizeof item_stmt);
+  /* a handler statement that does not prepare (a missing table) fails
+   * each item's attempt alike, as it would one item at a time; anything
+   * transient (a restart, a lost connection, a timeout) does not */
+  if (e != OQ_OK && e != OQ_ERR_CONN && e != OQ_ERR_TIMEOUT &&
+      e != OQ_ERR_RETRY && !oq__sqlstate_is_restart(oq_db_sqlstate(b->db)))
+    b->failed = 0;
   if (e == OQ_OK)
     e = oq__db_prepare_once(b->db, check_sql(b), 3, check_types, check_stmt,
                             sizeof check_stmt);
-  if (e != OQ_OK) {
-    /* a statement that does not prepare fails every item alike: report
-     * it as the first item's failure, so the caller fails the attempts */
-    b->failed =
-        oq__sqlstate_is_restart(oq_db_sqlstate(b->db)) || e == OQ_ERR_CONN
-            ? (long)b->m + 1
-            : 0;
-    goto out;
-  }
+  if (e != OQ_OK)
+    goto out; /* b->failed: the first item's, or BEGIN/COMMIT */
   st[0] = (oq__pstmt){.sql = "BEGIN"};
   for (size_t k = 0; k < b->m; k++) {
     const oq_item *it = &b->items[b->active[k]];
@@ -243,9 +243,19 @@ static oq_err run_many(many *b, round_fn round)
   const oq_retry_policy *p = oq__db_policy(db);
   uint64_t start = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
   bool ambiguous = false;
+  /* once a round's commit was ambiguous, an item found gone later may have
+   * been acknowledged by that round (it may even commit while we rerun,
+   * and the rerun's check then finds the row gone): gone means done */
+  bool was_ambiguous = false;
   oq_err e = OQ_OK;
   for (size_t i = 0; i < b->n; i++)
     b->res[i] = (oq_ack_result){.verdict = OQ_ACK_PENDING};
+  for (size_t i = 0; i < b->n; i++)
+    for (size_t j = i + 1; j < b->n; j++)
+      if (strcmp(b->items[i].id, b->items[j].id) == 0)
+        return oq__db_fail(db, OQ_ERR_INVALID, NULL,
+                           "batch ack: item %s is in the batch twice",
+                           b->items[i].id);
   b->active = malloc((b->n ? b->n : 1) * sizeof *b->active);
   if (!b->active)
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
@@ -282,7 +292,14 @@ static oq_err run_many(many *b, round_fn round)
     }
     if (e == OQ_ERR_AMBIGUOUS) {
       OQ_LOG(OQ_LOG_WARN, sid, NULL, "batch ack: %s", oq_db_errmsg(db));
-      ambiguous = true;
+      ambiguous = was_ambiguous = true;
+      goto again;
+    }
+    /* our prepared statements went away (26000: a DISCARD or a pooler)
+     * or their plans no longer fit (0A000): prepare again and rerun */
+    if (strcmp(oq_db_sqlstate(db), "26000") == 0 ||
+        strcmp(oq_db_sqlstate(db), "0A000") == 0) {
+      oq__db_forget_prepared(db);
       goto again;
     }
     bool restart =
@@ -299,9 +316,24 @@ static oq_err run_many(many *b, round_fn round)
       continue; /* the others, without it, at once */
     }
     if (b->failed == (long)b->m && strcmp(oq_db_sqlstate(db), "22012") == 0) {
-      e = settle_from_db(b, false);
+      size_t before = b->m;
+      e = settle_from_db(b, was_ambiguous);
       if (e != OQ_OK)
         goto again;
+      size_t still = 0;
+      for (size_t k = 0; k < b->m; k++)
+        still += b->res[b->active[k]].verdict == OQ_ACK_PENDING;
+      if (still == before) {
+        /* every claim is still ours, yet the check did not delete them
+         * all: an item's own statement changed onceq_items (deleted or
+         * unclaimed a row of this batch). The same round would fail the
+         * same way: report it (the worker then acks these items one per
+         * transaction, where that item alone fails). */
+        e = oq__db_fail(db, OQ_ERR_SQL, "22012",
+                        "batch claim check failed with every claim still "
+                        "ours: an item's statement changed onceq_items");
+        break;
+      }
       continue;
     }
     break; /* BEGIN/COMMIT/check failed for another reason: report it */

@@ -168,7 +168,7 @@ static oq_err deadline_passed(oq_db *db, const char *what);
 static oq_err fail_from_result(oq_db *db, PGresult *res, const char *what);
 
 /* Prepared statements live on the server connection: a new one has none. */
-static void forget_prepared(oq_db *db)
+void oq__db_forget_prepared(oq_db *db)
 {
   for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
     free(db->prepared[i]);
@@ -259,7 +259,7 @@ static oq_err connect_now(oq_db *db)
   }
   keys[n] = NULL;
   vals[n] = NULL;
-  forget_prepared(db);
+  oq__db_forget_prepared(db);
   db->conn = PQconnectdbParams(keys, vals, 0);
   PQconninfoFree(parsed);
   if (!db->conn)
@@ -349,7 +349,7 @@ void oq_db_close(oq_db *db)
     return;
   if (db->conn)
     PQfinish(db->conn);
-  forget_prepared(db);
+  oq__db_forget_prepared(db);
   free(db->conninfo);
   free(db->app_name);
   free(db->password);
@@ -597,8 +597,12 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
   if (!PQenterPipelineMode(db->conn))
     return fail_from_result(db, NULL, "cannot enter pipeline mode");
   bool sent_all = true;
+  /* a flush request after each statement makes the server send each
+   * result as it completes, not all at the Sync, so progress is visible and
+   * the deadline is per statement */
   for (size_t i = 0; i < n && sent_all; i++)
     sent_all =
+        (i == 0 || PQsendFlushRequest(db->conn) == 1) &&
         (stmts[i].prepared
              ? PQsendQueryPrepared(db->conn, stmts[i].prepared,
                                    stmts[i].nparams, stmts[i].params, NULL,
@@ -633,6 +637,10 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
         break;
       }
       next++; /* the end of one statement's results */
+      /* the deadline is for each statement: the server is making
+       * progress, so the next one gets the whole of it again */
+      if (until)
+        until = oq_monotonic_ms() + (uint64_t)db->opts.deadline_ms;
       continue;
     }
     ExecStatusType es = PQresultStatus(res);
@@ -918,7 +926,7 @@ oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
     oq_err e = oq__db_simple(db, "DEALLOCATE ALL");
     if (e != OQ_OK)
       return e;
-    forget_prepared(db);
+    oq__db_forget_prepared(db);
     slot = 0;
   }
   oq__db_clear(db);

@@ -64,7 +64,7 @@ typedef struct oq__pstmt {
 
 /*
  * Send n statements in one pipeline (libpq pipeline mode: one Sync, so one
- * round trip for all of them) and collect their results within the
+ * round trip for all of them) and collect their results, each within the
  * connection's deadline. *failed gets the index of the first statement that
  * failed, or -1. Statements after a failure are not run (the server skips
  * them until the Sync). Returns OQ_OK when all succeeded; the first
@@ -86,6 +86,9 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed);
 oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
                            const unsigned int *types, char *name,
                            size_t namelen);
+
+/* Forget what oq__db_prepare_once prepared (the server lost it: 26000). */
+void oq__db_forget_prepared(oq_db *db);
 
 /* Count a transaction restart taken outside oq_db_transact (metrics). */
 void oq__db_count_restart(oq_db *db);

@@ -96,8 +96,11 @@ cli_check "show --json" \
 
 # ------------------------------------------------- dead, done and retry
 d1=$(push --queue fails --max-attempts 1 '{"will": "fail"}')
+rc=0
 timeout 60 "$ONCEQ_WORKER" --queue fails --drain --sql 'SELECT 1/0' \
-  >"$t/worker_fail.log" 2>&1 || cli_fail "the failing worker did not drain"
+  >"$t/worker_fail.log" 2>&1 || rc=$?
+# a --drain that acknowledged nothing and whose every attempt failed exits 1
+cli_check "the failing worker's --drain exit code" "$rc" 1
 cli_check "the item died" "$(q "SELECT count(*) FROM onceq_dead WHERE id = '$d1'")" 1
 run_onceq "$t/ld.out" "$t/ld.err" list --state dead
 cli_check "dead list header" "$(head -n 1 "$t/ld.out" | tr -s ' ')" \

@@ -163,6 +163,38 @@ int main(void)
   run_mixed(admin, db, 0);
   run_mixed(admin, db, 1);
 
+  /* a statement that deletes its own item: the check cannot succeed though
+   * every claim is still ours; the call reports it instead of running the
+   * same round forever, and nothing of the batch commits */
+  {
+    oq_session *s = SEM_LONG_SESSION(db);
+    enqueue_d(admin, "self", 3, 0);
+    oq_item *it = NULL;
+    size_t n = SEM_CLAIM(db, s, "self", 10, &it);
+    ASSERT_EQ(n, 3);
+    oq_ack_result res[3];
+    uint64_t t0 = oq_monotonic_ms();
+    oq_err e = oq_ack_many_sql(
+        db, s, it, n, "DELETE FROM onceq_items WHERE id = $2", NULL, res);
+    ASSERT_ERR(OQ_ERR_SQL, e);
+    ASSERT_LE(oq_monotonic_ms() - t0, 10000);
+    ASSERT_EQ(QLONG(admin,
+                    "SELECT count(*) FROM onceq_items WHERE queue = $1 AND "
+                    "claim = $2",
+                    "self", oq_session_id(s)),
+              3);
+    /* the same item twice in one batch is refused */
+    oq_item twice[2] = {it[0], it[0]};
+    ASSERT_ERR(OQ_ERR_INVALID,
+               oq_ack_many_sql(db, s, twice, 2, LEDGER_SQL, NULL, res));
+    ASSERT_EQ(QEXEC(admin, "DELETE FROM onceq_items WHERE queue = $1", "self"),
+              3);
+    oq_items_free(it, n);
+    oq_session_free(s);
+    printf("ok a batch whose statement deletes its own item: an error, not "
+           "a loop; duplicates refused\n");
+  }
+
   /* concurrent batches, two sessions */
   enqueue_d(admin, "conc", 600, 0);
   worker_arg a[2] = {{dsn, "conc", 0, 0}, {dsn, "conc", 0, 0}};

@@ -159,6 +159,27 @@ static void test_stdin_argv_env(void)
   ASSERT_STREQ(o.r.output, "0\n");
 }
 
+/* An executable file without a #! line runs with /bin/sh, as execvp runs
+ * it (posix_spawnp alone would fail with ENOEXEC). */
+static void test_no_shebang(void)
+{
+  char file[128];
+  path_in_tmp(file, sizeof file, "no_shebang");
+  FILE *f = fopen(file, "w");
+  ASSERT(f != NULL);
+  fputs("echo \"plain script: $1\"\n", f);
+  fclose(f);
+  ASSERT_EQ(chmod(file, 0755), 0);
+  char *argv[] = {file, NULL};
+  oq_item it = make_item(TEST_ID, "q1", "{}", 1);
+  run_out o;
+  run(argv, 5000, 0, &it, NULL, NULL, &o);
+  ASSERT_EQ(o.rc, 0);
+  ASSERT_EQ(o.r.outcome, WK_OK);
+  ASSERT_STREQ(o.r.output, "plain script: " TEST_ID "\n");
+  unlink(file);
+}
+
 static void test_exit_status(void)
 {
   run_out o;
@@ -718,6 +739,7 @@ int main(void)
   test_chatty_child();
   test_big_payload();
   test_cannot_run();
+  test_no_shebang();
   test_timeout_kills_group();
   test_timeout_grace_for_group();
   test_term_ignored();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016 # $1..$4 in --sql statements are for the server
 # it_pg_restart.sh: the PostgreSQL server restarts (pg_ctl -m fast) while
-# two --sql workers drain 2000 items. The workers ride it out: both still
+# two --sql workers drain 4000 items. The workers ride it out: both still
 # run after the restart, every item lands exactly once in the ledger and
 # nothing is left. Restarts the shared test server, so ctest runs it with
 # RUN_SERIAL; skips (77) without ONCEQ_TEST_PGDATA (an external --dsn).
@@ -12,10 +12,11 @@ if [ -z "${ONCEQ_TEST_PGDATA:-}" ] || [ -z "${ONCEQ_TEST_PGBIN:-}" ]; then
 fi
 it_setup pgrestart
 
-N=2000
-# a little work per item, so that the restart lands midway
+N=4000
+# a little work per item, so that the restart lands midway (8 executors
+# run items back to back in batches: at most ~800 items/s)
 SQL='INSERT INTO ledger (item_id, n)
-     SELECT $2, ($1->>'"'n'"')::int FROM pg_sleep(0.004)'
+     SELECT $2, ($1->>'"'n'"')::int FROM pg_sleep(0.01)'
 
 pg_ctl_restart() {
   local args=("$ONCEQ_TEST_PGBIN/pg_ctl" -D "$ONCEQ_TEST_PGDATA" -m fast -w

@@ -21,7 +21,11 @@ it_sql "CREATE TABLE ledger (item_id uuid NOT NULL, n int NOT NULL);
         INSERT INTO onceq_items (payload)
         SELECT jsonb_build_object('n', g) FROM generate_series(1, $N) g" >/dev/null
 
-it_worker_start A "${FAST[@]}" --concurrency 4 --sql "$SQL"
+# A acks one transaction per item: each then waits, open, for its next
+# statement while A is stopped, which is the late ack this test is about.
+# (A pipelined batch sends COMMIT with its statements, so the server may
+# finish it, legitimately, before the reap; it_worker_sql covers batches.)
+it_worker_start A "${FAST[@]}" --concurrency 4 --sql-per-item --sql "$SQL"
 wa=$IT_LAST_PID
 a_session() { it_sql "SELECT id FROM onceq_sessions WHERE pid = $wa"; }
 a_registered() { [ -n "$(a_session)" ]; }

@@ -1,6 +1,7 @@
 /*
  * executor.c: the executor threads (executor.h).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -210,10 +211,17 @@ void *wk_executor_main(void *arg)
   oq_db *db = NULL;
   oq_db_opts o = w->dbo;
   o.application_name = "onceq-worker-exec";
-  /* a --sql handler's statement may run up to --timeout, past the fence:
-   * the ack's claim check keeps that safe */
-  if (w->cfg->handler == WK_HANDLER_SQL && w->cfg->timeout_ms > o.deadline_ms)
-    o.deadline_ms = (int)w->cfg->timeout_ms;
+  /* --sql handler statements are the user's work and may run long (a
+   * batch runs several): their deadline is --timeout, at least
+   * WK_SQL_DEADLINE_MS, not the fence. Past the fence the ack's claim
+   * check keeps them safe; the deadline only bounds a call stuck on a dead
+   * network. */
+  if (w->cfg->handler == WK_HANDLER_SQL) {
+    int64_t d = w->cfg->timeout_ms > WK_SQL_DEADLINE_MS ? w->cfg->timeout_ms
+                                                        : WK_SQL_DEADLINE_MS;
+    if (d > o.deadline_ms)
+      o.deadline_ms = d > INT32_MAX ? INT32_MAX : (int)d;
+  }
   wk_http *http = NULL;
   uint64_t restarts_seen = 0;
   uint64_t rng = oq_backoff_seed();

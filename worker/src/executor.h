@@ -21,6 +21,10 @@
  * covers the handler's cancel poll (100 ms) and the kill itself. */
 #define WK_KILL_BEFORE_EXPIRY_MS 400
 
+/* The shortest deadline of an executor's --sql statements (the runtime's
+ * other connections use the fence delay). */
+#define WK_SQL_DEADLINE_MS 30000
+
 typedef struct wk_executor {
   wk *w;
   pthread_t thread;

@@ -279,6 +279,57 @@ static int above_stdio(int *fd)
   return 0;
 }
 
+/* Where PATH finds cmd (as execvp would), into buf; false if nowhere. */
+static bool resolve_in_path(const char *cmd, char *buf, size_t len)
+{
+  if (strchr(cmd, '/')) {
+    snprintf(buf, len, "%s", cmd);
+    return true;
+  }
+  const char *path = getenv("PATH");
+  if (!path || !*path)
+    path = "/bin:/usr/bin";
+  while (*path) {
+    const char *end = strchr(path, ':');
+    size_t dl = end ? (size_t)(end - path) : strlen(path);
+    int n = snprintf(buf, len, "%.*s%s%s", (int)dl, dl ? path : ".",
+                     dl ? "/" : "/", cmd);
+    if (n > 0 && (size_t)n < len && access(buf, X_OK) == 0)
+      return true;
+    if (!end)
+      break;
+    path = end + 1;
+  }
+  return false;
+}
+
+/*
+ * An executable file without a #! line: execvp runs it with /bin/sh, and so
+ * did this handler before it used posix_spawnp, which (glibc >= 2.15) does
+ * not. Keep execvp's behaviour: /bin/sh FILE ARGS...
+ */
+static int spawn_with_sh(const exec_call *c,
+                         const posix_spawn_file_actions_t *fa,
+                         const posix_spawnattr_t *at, pid_t *pid)
+{
+  char file[4096];
+  if (!resolve_in_path(c->argv[0], file, sizeof file))
+    return ENOEXEC;
+  size_t argc = 0;
+  while (c->argv[argc])
+    argc++;
+  char **sh_argv = calloc(argc + 2, sizeof *sh_argv);
+  if (!sh_argv)
+    return ENOMEM;
+  sh_argv[0] = "/bin/sh";
+  sh_argv[1] = file;
+  for (size_t i = 1; i < argc; i++)
+    sh_argv[i + 1] = c->argv[i];
+  int rc = posix_spawn(pid, "/bin/sh", fa, at, sh_argv, c->envp);
+  free(sh_argv);
+  return rc;
+}
+
 /* Start the child: returns 0 and *pid, or an errno (posix_spawnp's; an
  * exec failure included) with *step naming a set-up step or NULL. */
 static int spawn_child(const exec_call *c, int in_fd, int out_fd, int err_fd,
@@ -310,6 +361,8 @@ static int spawn_child(const exec_call *c, int in_fd, int out_fd, int err_fd,
       (rc = posix_spawnattr_setsigmask(&at, &none)) == 0) {
     *step = NULL; /* an exec error reads best bare: "cannot run x: ..." */
     rc = posix_spawnp(pid, c->argv[0], &fa, &at, c->argv, c->envp);
+    if (rc == ENOEXEC)
+      rc = spawn_with_sh(c, &fa, &at, pid);
   }
   posix_spawnattr_destroy(&at);
   posix_spawn_file_actions_destroy(&fa);
