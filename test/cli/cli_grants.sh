@@ -42,6 +42,12 @@ for run in 1 2; do
     cli_fail "grants run $run failed: $(cat "$CLI_TMP/grants$run.log")"
 done
 cli_log "ok: deploy/grants/postgres.sql applied twice"
+# PostgreSQL 14 and older let PUBLIC create tables in schema public; the
+# README says to revoke that there (15 does it by default).
+if [ "$(q "SELECT current_setting('server_version_num')::int < 150000")" = t ]; then
+  q "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
+  cli_log "PostgreSQL < 15: revoked CREATE ON SCHEMA public FROM PUBLIC"
+fi
 q "CREATE ROLE $P_ROLE LOGIN IN ROLE onceq_producer;
    CREATE ROLE $W_ROLE LOGIN IN ROLE onceq_worker;
    CREATE ROLE $C_ROLE LOGIN IN ROLE onceq_coordinator;
