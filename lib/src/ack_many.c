@@ -35,18 +35,32 @@ typedef struct many {
   const char *sql; /* oq_ack_many_sql */
   size_t *active;  /* indexes of this round's items */
   size_t m;
-  char *ids;   /* text array of the active ids */
-  long failed; /* position: 0..m-1 an item, m the check, m+1 BEGIN/COMMIT */
+  char *ids;     /* text array of the active ids */
+  char *results; /* text array of their results (onceq_results, history) */
+  long failed;   /* position: 0..m-1 an item, m the check, m+1 BEGIN/COMMIT */
 } many;
 
 /* One round over b->active; sets b->failed on a failure. */
 typedef oq_err (*round_fn)(many *b);
 
+/* The check also writes the history row (when asked) and the result row
+ * of items that keep one (onceq_items.keep_result), in the same statement:
+ * a result exists only when its ack committed. */
 static const char *check_sql(const many *b)
 {
-  return oq__sql(oq_db_engine(b->db), b->opts && b->opts->history
-                                          ? OQ__SQL_ACK_MANY_CHECK_HISTORY
-                                          : OQ__SQL_ACK_MANY_CHECK);
+  return oq__sql(oq_db_engine(b->db), OQ__SQL_ACK_MANY_CHECK_KEEP);
+}
+
+#define CHECK_NPARAMS 5
+
+/* The check's parameters: ids, session, count, results, history. */
+static void check_params(const many *b, const char *count, const char **p)
+{
+  p[0] = b->ids;
+  p[1] = oq_session_id(b->s);
+  p[2] = count;
+  p[3] = b->results;
+  p[4] = b->opts && b->opts->history ? "true" : "false";
 }
 
 /* The round's id array and count; false when out of memory. */
@@ -59,9 +73,15 @@ static bool prepare_ids(many *b, char *count, size_t countlen)
     ids[k] = b->items[b->active[k]].id;
   free(b->ids);
   b->ids = oq__text_array(ids, b->m);
+  /* reuse ids for the active items' results */
+  const oq_ack_opts *o = b->opts;
+  for (size_t k = 0; k < b->m; k++)
+    ids[k] = o && o->results ? o->results[b->active[k]] : o ? o->result : NULL;
+  free(b->results);
+  b->results = oq__results_array(ids, NULL, b->m);
   free(ids);
   snprintf(count, countlen, "%zu", b->m);
-  return b->ids != NULL;
+  return b->ids != NULL && b->results != NULL;
 }
 
 /* ---- the callback round: oq_db_transact runs it, restarts included --- */
@@ -87,8 +107,9 @@ static oq_err cb_body(oq_db *db, void *arg)
       return e;
     }
   }
-  const char *params[3] = {b->ids, oq_session_id(b->s), r->count};
-  oq_err e = oq_db_query(db, check_sql(b), 3, params, NULL, NULL);
+  const char *params[CHECK_NPARAMS];
+  check_params(b, r->count, params);
+  oq_err e = oq_db_query(db, check_sql(b), CHECK_NPARAMS, params, NULL, NULL);
   if (e != OQ_OK)
     b->failed = (long)b->m;
   return e;
@@ -118,7 +139,7 @@ static oq_err sql_round_run(many *b)
     return oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
   size_t ns = b->m + 3;
   oq__pstmt *st = calloc(ns, sizeof *st);
-  const char **params = calloc(b->m * 4 + 3, sizeof *params);
+  const char **params = calloc(b->m * 4 + CHECK_NPARAMS, sizeof *params);
   char(*att)[16] = calloc(b->m ? b->m : 1, sizeof *att);
   oq_err e = OQ_OK;
   if (!st || !params || !att) {
@@ -127,7 +148,8 @@ static oq_err sql_round_run(many *b)
   }
   /* parsed and planned once per connection, not per item */
   char item_stmt[16], check_stmt[16];
-  static const unsigned int check_types[3] = {0, OQ_OID_UUID, 0};
+  static const unsigned int check_types[CHECK_NPARAMS] = {0, OQ_OID_UUID, 0, 0,
+                                                          0};
   b->failed = (long)b->m + 1;
   e = oq__db_prepare_once(b->db, b->sql, 4, types, item_stmt, sizeof item_stmt);
   /* a handler statement that does not prepare (a missing table) fails
@@ -137,8 +159,8 @@ static oq_err sql_round_run(many *b)
       e != OQ_ERR_RETRY && !oq__sqlstate_is_restart(oq_db_sqlstate(b->db)))
     b->failed = 0;
   if (e == OQ_OK)
-    e = oq__db_prepare_once(b->db, check_sql(b), 3, check_types, check_stmt,
-                            sizeof check_stmt);
+    e = oq__db_prepare_once(b->db, check_sql(b), CHECK_NPARAMS, check_types,
+                            check_stmt, sizeof check_stmt);
   if (e != OQ_OK)
     goto out; /* b->failed: the first item's, or BEGIN/COMMIT */
   st[0] = (oq__pstmt){.sql = "BEGIN"};
@@ -154,11 +176,11 @@ static oq_err sql_round_run(many *b)
         .sql = b->sql, .prepared = item_stmt, .nparams = 4, .params = p};
   }
   const char **cp = params + b->m * 4;
-  cp[0] = b->ids;
-  cp[1] = oq_session_id(b->s);
-  cp[2] = count;
-  st[b->m + 1] = (oq__pstmt){
-      .sql = check_sql(b), .prepared = check_stmt, .nparams = 3, .params = cp};
+  check_params(b, count, cp);
+  st[b->m + 1] = (oq__pstmt){.sql = check_sql(b),
+                             .prepared = check_stmt,
+                             .nparams = CHECK_NPARAMS,
+                             .params = cp};
   st[b->m + 2] = (oq__pstmt){.sql = "COMMIT"};
   long f = -1;
   e = oq__db_pipeline(b->db, st, ns, &f);
@@ -344,8 +366,10 @@ static oq_err run_many(many *b, round_fn round)
   }
   free(b->active);
   free(b->ids);
+  free(b->results);
   b->active = NULL;
   b->ids = NULL;
+  b->results = NULL;
   if (e != OQ_OK && ambiguous)
     return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
                        "batch ack: commit outcome still unknown (%s); call "

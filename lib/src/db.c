@@ -489,7 +489,7 @@ static long affected_rows(PGresult *res)
 
 static oq_err run_typed(oq_db *db, const char *sql, int nparams,
                         const unsigned int *types, const char *const *params,
-                        oq_row_fn fn, void *ud, long *affected)
+                        oq_row_fn fn, void *ud, long *affected, char **row_json)
 {
   oq__db_clear(db);
   if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
@@ -513,6 +513,8 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
     *affected = st == PGRES_TUPLES_OK && affected_rows(res) < 0
                     ? PQntuples(res)
                     : affected_rows(res);
+  if (row_json)
+    *row_json = PQntuples(res) > 0 ? oq__pgresult_row_json(res, 0) : NULL;
   if (fn) {
     int nrows = PQntuples(res), ncols = PQnfields(res);
     const char *vals[64];
@@ -715,14 +717,22 @@ static oq_err run(oq_db *db, const char *sql, int nparams,
                   const char *const *params, oq_row_fn fn, void *ud,
                   long *affected)
 {
-  return run_typed(db, sql, nparams, NULL, params, fn, ud, affected);
+  return run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL);
 }
 
 oq_err oq_db_exec_typed(oq_db *db, const char *sql, int nparams,
                         const unsigned int *types, const char *const *params,
                         long *affected)
 {
-  return run_typed(db, sql, nparams, types, params, NULL, NULL, affected);
+  return run_typed(db, sql, nparams, types, params, NULL, NULL, affected, NULL);
+}
+
+oq_err oq_db_exec_typed_json(oq_db *db, const char *sql, int nparams,
+                             const unsigned int *types,
+                             const char *const *params, char **row_json)
+{
+  *row_json = NULL;
+  return run_typed(db, sql, nparams, types, params, NULL, NULL, NULL, row_json);
 }
 
 oq_err oq_db_listen(oq_db *db, const char *channel)

@@ -28,6 +28,22 @@ wait "$wp" || rc=$?
 cli_check "push --wait exit when acknowledged" "$rc" 0
 cli_check "result rows for w1 (written by the ack)" \
   "$(q "SELECT count(*) FROM onceq_results WHERE queue = 'w1' AND outcome = 'done'")" 1
+# the --sql statement's first row, as JSON, is the result
+w1id=$(q "SELECT item_id FROM onceq_results WHERE queue = 'w1'")
+cli_check "push --wait prints the --sql result (the first row as JSON)" \
+  "$(cat "$t/w1.out")" "{\"?column?\": \"$w1id\"}"
+# an --exec handler's stdout is the result
+"$ONCEQ_CLI" push --queue wx --wait --timeout 20s '{"x": 7}' \
+  >"$t/wx.out" 2>"$t/wx.err" &
+wp=$!
+sleep 0.5
+"$ONCEQ_WORKER" --queue wx --drain --exec sh -c 'cat; echo " from exec"' \
+  >"$t/workerx.log" 2>&1
+rc=0
+wait "$wp" || rc=$?
+cli_check "push --wait exit for an --exec item" "$rc" 0
+cli_check "push --wait prints the --exec stdout" "$(cat "$t/wx.out")" \
+  '{"x": 7} from exec'
 # the batched --sql ack (the default) is reported acknowledged too
 "$ONCEQ_CLI" push --queue w1b --wait --timeout 20s '{"n": 1}' \
   >"$t/w1b.out" 2>"$t/w1b.err" &

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "executor.h"
@@ -105,6 +106,9 @@ static void run_job(wk *w, oq_db *db, wk_http *http, wk_job *j)
   wk_metrics_observe(w->m, WK_H_HANDLER, (double)(wk_now_ms() - t0) / 1e3);
   switch (r->outcome) {
   case WK_OK:
+    /* exec stdout tail or HTTP body: kept with the ack for items that
+     * keep their result (and in the history); out of memory: none */
+    j->result = r->output[0] ? strdup(r->output) : NULL;
     wk_ack_queue(w, j); /* the acker owns it now */
     j = NULL;
     break;

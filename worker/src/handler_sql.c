@@ -10,6 +10,8 @@
 
 typedef struct sql_ctx {
   const char *sql;
+  oq_ack_opts *ao; /* its result: the statement's first row as JSON */
+  char *row_json;  /* owned; replaced when the transaction restarts */
 } sql_ctx;
 
 /* The ack transaction's handler part (oq_ack_fn). */
@@ -21,7 +23,11 @@ static oq_err run_sql(oq_db *db, const oq_item *it, void *ud)
   char attempt[16];
   snprintf(attempt, sizeof attempt, "%d", it->attempt);
   const char *params[4] = {it->payload, it->id, it->queue, attempt};
-  oq_err e = oq_db_exec_typed(db, c->sql, 4, types, params, NULL);
+  free(c->row_json);
+  c->row_json = NULL;
+  oq_err e = oq_db_exec_typed_json(db, c->sql, 4, types, params, &c->row_json);
+  /* the ack's statement reads it after this returns (ack.c) */
+  c->ao->result = c->row_json;
   if (e == OQ_OK || e == OQ_ERR_RETRY || e == OQ_ERR_CONN)
     return e;
   return OQ_ERR_CALLBACK; /* the handler failed: a failed attempt */
@@ -29,8 +35,8 @@ static oq_err run_sql(oq_db *db, const oq_item *it, void *ud)
 
 void wk_sql_handle(wk *w, oq_db *db, wk_job *j)
 {
-  sql_ctx c = {w->cfg->sql};
   oq_ack_opts ao = {.history = w->cfg->history};
+  sql_ctx c = {w->cfg->sql, &ao, NULL};
   const char *sid = oq_session_id(j->g->session);
   uint64_t rng = oq_backoff_seed();
   for (int round = 1;; round++) {
@@ -40,19 +46,19 @@ void wk_sql_handle(wk *w, oq_db *db, wk_job *j)
       wk_metrics_add(w->m, WK_C_ACKED, 1);
       OQ_LOG(OQ_LOG_DEBUG, sid, j->item.id, "acked%s",
              rec ? " (reconciled)" : "");
-      return;
+      goto out;
     }
     if (e == OQ_ERR_CLAIM_LOST || e == OQ_ERR_SESSION_LOST) {
       wk_metrics_add(w->m, WK_C_LOST, 1);
       OQ_LOG(OQ_LOG_WARN, sid, j->item.id, "ack rejected: %s",
              oq_db_errmsg(db));
-      return;
+      goto out;
     }
     if (e == OQ_ERR_CALLBACK || !wk_transient(e)) {
       char why[1024];
       snprintf(why, sizeof why, "%s", oq_db_errmsg(db));
       wk_settle_failure(w, db, j, why, -1);
-      return;
+      goto out;
     }
     /* oq_ack reconciles an ambiguous commit itself when called again */
     if (!wk_keep_trying(w, j, round)) {
@@ -61,11 +67,13 @@ void wk_sql_handle(wk *w, oq_db *db, wk_job *j)
              "claim if it is still held",
              oq_db_errmsg(db));
       j->unsettled = true;
-      return;
+      goto out;
     }
     wk_retry_pause(round, &rng);
     wk_db_revive(db);
   }
+out:
+  free(c.row_json);
 }
 
 void wk_sql_handle_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)

@@ -93,6 +93,15 @@ OQ_MUST_CHECK oq_err oq_db_exec_typed(oq_db *db, const char *sql, int nparams,
                                       const char *const *params,
                                       long *affected);
 
+/* oq_db_exec_typed that also returns the first row as a JSON object
+ * (column name -> value; numbers, booleans and json as such, the rest as
+ * strings), or NULL when there is no row. Free *row_json with free(). */
+OQ_MUST_CHECK oq_err oq_db_exec_typed_json(oq_db *db, const char *sql,
+                                           int nparams,
+                                           const unsigned int *types,
+                                           const char *const *params,
+                                           char **row_json);
+
 /* Type OIDs for oq_db_exec_typed. */
 #define OQ_OID_INT4 23u
 #define OQ_OID_TEXT 25u
