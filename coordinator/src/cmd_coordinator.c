@@ -73,6 +73,7 @@ typedef struct coord {
   uint64_t gauges_ms;    /* monotonic time of the last gauge refresh */
   char version[64];      /* our session's version string */
   co_status *status;     /* the status page, with --metrics-addr */
+  bool status_open;      /* the page has no bearer token */
 } coord;
 
 static volatile sig_atomic_t signals_seen;
@@ -515,17 +516,23 @@ static int status_setup(coord *c, int argc, char **argv)
   if (!c->status)
     return cli_fail(CLI_EXIT_RUNTIME, "coordinator", "out of memory");
   co_metrics_set_page(c->metrics, co_status_serve, c->status);
-  bool loopback = strncmp(c->o.metrics_addr, "127.", 4) == 0 ||
-                  strncmp(c->o.metrics_addr, "localhost:", 10) == 0 ||
-                  strncmp(c->o.metrics_addr, "[::1]:", 6) == 0 ||
-                  strchr(c->o.metrics_addr, ':') == NULL ||
-                  c->o.metrics_addr[0] == ':';
-  if (!loopback && !(token && *token))
+  c->status_open = !(token && *token);
+  return CLI_EXIT_OK;
+}
+
+/* Once the address is known good (bound): warn when the page is open to
+ * more than this host without a token. */
+static void status_warn_if_open(const coord *c)
+{
+  const char *a = c->o.metrics_addr;
+  bool loopback =
+      strncmp(a, "127.", 4) == 0 || strncmp(a, "localhost:", 10) == 0 ||
+      strncmp(a, "[::1]:", 6) == 0 || strchr(a, ':') == NULL || a[0] == ':';
+  if (!loopback && c->status_open)
     OQ_LOG(OQ_LOG_WARN, NULL, NULL,
            "the status page on %s shows payloads and errors to anyone who "
            "can reach it: set --status-token (or ONCEQ_STATUS_TOKEN)",
-           c->o.metrics_addr);
-  return CLI_EXIT_OK;
+           a);
 }
 
 int cmd_coordinator(const cli_globals *g, int argc, char **argv)
@@ -553,8 +560,8 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
    * leader whose heartbeat is stuck on a dead network fences by its clock
    * and stops leading; its calls return by this deadline */
   c.dbo.deadline_ms = (int)(c.o.session_expiry_ms - OQ_FENCE_MARGIN_MS);
-  if (c.dbo.deadline_ms < 1000)
-    c.dbo.deadline_ms = 1000;
+  if (c.dbo.deadline_ms < 2000)
+    c.dbo.deadline_ms = 2000;
   wk_logsink_install((oq_log_level)c.o.log_level, c.o.log_json);
 
   struct sigaction sa;
@@ -607,6 +614,7 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
     }
     OQ_LOG(OQ_LOG_INFO, NULL, NULL, "metrics on %s (port %d)", c.o.metrics_addr,
            port);
+    status_warn_if_open(&c);
   }
   OQ_LOG(OQ_LOG_INFO, NULL, NULL,
          "coordinator starting: retention done=%s dead=%s, notifications %s",

@@ -574,8 +574,11 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m,
   /* no statement outlives the fence (docs/design.md §4a): a blocked call would
    * otherwise keep a thread past the moment the session may be reaped */
   w.dbo.deadline_ms = (int)(cfg->session_expiry_ms - OQ_FENCE_MARGIN_MS);
-  if (w.dbo.deadline_ms < 1000)
-    w.dbo.deadline_ms = 1000;
+  /* at least 2 s: a shorter deadline (a 1.6 s expiry) would cut healthy
+   * connections of a loaded server and reconnect them in a loop; the fence
+   * itself is decided by the clock, not by the deadline */
+  if (w.dbo.deadline_ms < 2000)
+    w.dbo.deadline_ms = 2000;
   w.item_retry = oq_retry_policy_item();
   w.item_retry.base_ms = (int)cfg->retry_base_ms;
   pthread_mutex_init(&w.mu, NULL);
