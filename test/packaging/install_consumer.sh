@@ -10,6 +10,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d /tmp/onceq-pkg.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL install_consumer: $*" >&2; exit 1; }
+# a sanitizer build's library needs the sanitizer runtime in the consumer
+# too: this check is for the plain build
+if grep -q '^ONCEQ_SANITIZER:STRING=.' "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "SKIP: sanitizer build ($build)"
+  exit 77
+fi
 
 cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 ||
   fail "cmake --install: $(tail -n 5 "$tmp/install.log")"
