@@ -264,14 +264,15 @@ WORK=$(mktemp -d /tmp/onceq-bench.XXXXXX)
 NOOP="$WORK/noop_bench"
 # shellcheck disable=SC2046 # pkg-config output is a list of flags
 "${CC:-cc}" -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall \
-  -Wextra -Wno-unused-parameter -I"$ROOT/lib/include" \
+  -Wextra -Wno-unused-parameter -I"$ROOT/lib/include" -I"$BUILD/lib/include" \
   "$ROOT/test/bench/noop_bench.c" "$LIBA" $(pkg-config --cflags --libs libpq) \
   -pthread -o "$NOOP" >>"$LOG_DIR/build.log" 2>&1 ||
   { tail -n 30 "$LOG_DIR/build.log" >&2; die "noop_bench.c did not compile"; }
 TOOL="$WORK/bench_tool"
 # shellcheck disable=SC2046 # pkg-config output is a list of flags
 "${CC:-cc}" -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall \
-  -I"$ROOT/lib/include" -I"$ROOT/lib/src" "$ROOT/test/bench/bench_tool.c" \
+  -I"$ROOT/lib/include" -I"$BUILD/lib/include" -I"$ROOT/lib/src" \
+  "$ROOT/test/bench/bench_tool.c" \
   "$LIBA" $(pkg-config --cflags --libs libpq) -pthread -o "$TOOL" \
   >>"$LOG_DIR/build.log" 2>&1 ||
   { tail -n 30 "$LOG_DIR/build.log" >&2; die "bench_tool.c did not compile"; }

@@ -12,6 +12,7 @@ set(_oq_readme_env
     "ONCEQ_WORKER_BIN=$<TARGET_FILE:onceq-worker>"
     "ONCEQ_STATIC_LIB=$<TARGET_FILE:onceq_static>"
     "ONCEQ_INCLUDE_DIR=${_oq_inc}"
+    "ONCEQ_GEN_INCLUDE_DIR=${CMAKE_BINARY_DIR}/lib/include"
     "ONCEQ_CC=${CMAKE_C_COMPILER}"
     "ONCEQ_SANITIZER=${ONCEQ_SANITIZER}"
     "ONCEQ_BUILD_DIR=${CMAKE_BINARY_DIR}"

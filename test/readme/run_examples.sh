@@ -21,7 +21,8 @@
 # with DATABASE_URL pointing at it, and checks the database with psql.
 #
 # Set by test/readme/readme.cmake: ONCEQ_BIN (the onceq binary),
-# ONCEQ_STATIC_LIB, ONCEQ_INCLUDE_DIR, ONCEQ_CC, ONCEQ_SANITIZER,
+# ONCEQ_STATIC_LIB, ONCEQ_INCLUDE_DIR (+ ONCEQ_GEN_INCLUDE_DIR, the generated
+# onceq/version.h), ONCEQ_CC, ONCEQ_SANITIZER,
 # ONCEQ_BUILD_DIR, ONCEQ_CMAKE. Exit 0 passed, 1 failed, 77 skipped.
 set -euo pipefail
 
@@ -458,6 +459,8 @@ add_poison() {
 mode_c_api() {
   local cc=${ONCEQ_CC:-cc} lib=${ONCEQ_STATIC_LIB:-}
   local inc=${ONCEQ_INCLUDE_DIR:-$root/lib/include}
+  # onceq/version.h is generated into the build tree
+  local gen=${ONCEQ_GEN_INCLUDE_DIR:-$root/build/default/lib/include}
   [ -f "${lib:-/nonexistent}" ] ||
     fail "the static library '$lib' is missing (ONCEQ_STATIC_LIB)"
   fresh_db
@@ -468,7 +471,7 @@ mode_c_api() {
   fi
   # shellcheck disable=SC2046 # pkg-config prints several words
   (cd "$work" && "$cc" -std=c11 -Wall -Wextra -Werror "${san[@]}" \
-    -I"$inc" -o worker worker.c "$lib" $(pkg-config --libs libpq) \
+    -I"$inc" -I"$gen" -o worker worker.c "$lib" $(pkg-config --libs libpq) \
     -lpthread) || fail "the C example does not compile cleanly"
   add_poison
   (cd "$work" && timeout 60 ./worker) >"$work/out.txt" ||
