@@ -36,51 +36,96 @@ static int is_url(const char *s)
          strncmp(s, "postgres://", 11) == 0;
 }
 
-static void mask_url(const char *s, char *out, size_t outlen)
+/* Is the query parameter key k[0..n) "password" once percent-decoded, as
+ * libpq decodes it ("pass%77ord" is "password")? */
+static int is_password_key(const char *k, size_t n)
 {
-  size_t pos = 0;
-  const char *auth = strstr(s, "://") + 3;
-  const char *auth_end = auth + strcspn(auth, "/?");
-  put(out, outlen, &pos, s, (size_t)(auth - s));
-  /* userinfo is everything before the last '@' of the authority */
-  const char *at = NULL;
-  for (const char *p = auth; p < auth_end; p++)
-    if (*p == '@')
-      at = p;
-  if (at) {
-    const char *colon = memchr(auth, ':', (size_t)(at - auth));
-    if (colon) {
-      put(out, outlen, &pos, auth, (size_t)(colon - auth) + 1);
-      put(out, outlen, &pos, "***", 3);
-      put(out, outlen, &pos, at, (size_t)(auth_end - at));
-    } else {
-      put(out, outlen, &pos, auth, (size_t)(auth_end - auth));
+  static const char want[] = "password";
+  size_t j = 0;
+  for (size_t i = 0; i < n; i++, j++) {
+    int c = (unsigned char)k[i];
+    if (c == '%' && i + 2 < n && isxdigit((unsigned char)k[i + 1]) &&
+        isxdigit((unsigned char)k[i + 2])) {
+      char hex[3] = {k[i + 1], k[i + 2], '\0'};
+      c = (int)strtol(hex, NULL, 16);
+      i += 2;
     }
-  } else {
-    put(out, outlen, &pos, auth, (size_t)(auth_end - auth));
+    if (j >= sizeof want - 1 || c != want[j])
+      return 0;
   }
-  /* path, then query parameters: mask password=... */
-  const char *q = auth_end;
-  const char *query = strchr(q, '?');
-  if (!query) {
-    put(out, outlen, &pos, q, strlen(q));
-    return;
-  }
-  put(out, outlen, &pos, q, (size_t)(query - q) + 1);
-  const char *p = query + 1;
+  return j == sizeof want - 1;
+}
+
+/* Hide the password values of the query parameters from the '?' at q on. */
+static void hide_query(const char *q, const char *s, unsigned char *hide)
+{
+  const char *p = q + 1;
   while (*p) {
     size_t len = strcspn(p, "&");
-    if (len >= 9 && strncmp(p, "password=", 9) == 0) {
-      put(out, outlen, &pos, "password=***", 12);
-    } else {
-      put(out, outlen, &pos, p, len);
-    }
+    size_t klen = strcspn(p, "=&");
+    if (klen < len && is_password_key(p, klen))
+      memset(hide + (p + klen + 1 - s), 1, len - klen - 1);
     p += len;
-    if (*p == '&') {
-      put(out, outlen, &pos, "&", 1);
+    if (*p == '&')
       p++;
-    }
   }
+}
+
+/* Hide the userinfo's password: after its first ':', up to at. */
+static void hide_userinfo(const char *auth, const char *at, const char *s,
+                          unsigned char *hide)
+{
+  const char *colon = memchr(auth, ':', (size_t)(at - auth));
+  if (colon)
+    memset(hide + (colon + 1 - s), 1, (size_t)(at - colon - 1));
+}
+
+/*
+ * A URL's password is hidden wherever libpq could read one, and wherever a
+ * reader would take for one: the userinfo up to the first '@' before any
+ * '/' (libpq's rule: a '?' may be part of the password) and up to the last
+ * such '@' (a password with an unencoded '@'), and the value of every query
+ * parameter whose percent-decoded key is "password", with the query taken
+ * from the first '?' after either '@'. Each run of hidden bytes becomes
+ * "***"; everything else is copied as written.
+ */
+static void mask_url(const char *s, char *out, size_t outlen)
+{
+  size_t n = strlen(s), pos = 0;
+  unsigned char *hide = calloc(n + 1, 1);
+  if (!hide) { /* no memory: hide everything after the scheme */
+    put(out, outlen, &pos, s, (size_t)(strstr(s, "://") + 3 - s));
+    put(out, outlen, &pos, "***", 3);
+    return;
+  }
+  const char *auth = strstr(s, "://") + 3;
+  const char *slash = auth + strcspn(auth, "/");
+  const char *first_at = memchr(auth, '@', (size_t)(slash - auth));
+  const char *last_at = NULL;
+  for (const char *p = auth; p < slash; p++)
+    if (*p == '@')
+      last_at = p;
+  const char *from[2] = {first_at ? first_at : auth, last_at ? last_at : auth};
+  for (int k = 0; k < 2; k++) {
+    if (k == 0 ? first_at != NULL : last_at != NULL)
+      hide_userinfo(auth, k == 0 ? first_at : last_at, s, hide);
+    const char *q = strchr(from[k], '?');
+    if (q)
+      hide_query(q, s, hide);
+  }
+  for (size_t i = 0; i < n;) {
+    if (!hide[i]) {
+      put(out, outlen, &pos, s + i, 1);
+      i++;
+      continue;
+    }
+    put(out, outlen, &pos, "***", 3);
+    while (i < n && hide[i])
+      i++;
+  }
+  if (outlen)
+    out[pos < outlen ? pos : outlen - 1] = '\0';
+  free(hide);
 }
 
 static void mask_kv(const char *s, char *out, size_t outlen)

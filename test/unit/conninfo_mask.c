@@ -79,6 +79,13 @@ static void test_url(void)
   /* Several hosts. */
   const char *k4[] = {"h1:5432,h2:5433/db", NULL};
   check_hidden("postgresql://u:abc@h1:5432,h2:5433/db", "abc", k4);
+  /* Found by test/fuzz (fuzz_conninfo): libpq looks for the userinfo's '@'
+   * up to the first '/' only, so an unencoded '?' is part of the password;
+   * and it percent-decodes query keys, so pass%77ord is password. */
+  const char *k5[] = {"postgresql://u:", "@h/db", NULL};
+  check_hidden("postgresql://u:ab?cdef@h/db", "cdef", k5);
+  const char *k6[] = {"postgresql://h/db?pass%77ord=", NULL};
+  check_hidden("postgresql://h/db?pass%77ord=s3cr3t", "s3cr3t", k6);
 }
 
 static void test_unchanged(void)
