@@ -720,7 +720,9 @@ static void add_span(push_state *st, long first, long last, span_kind kind,
   s->first = first;
   s->last = last;
   s->kind = kind;
-  snprintf(s->why, sizeof s->why, "%s", why ? why : "");
+  /* cut to the buffer on purpose: a span names its reason in one line */
+  snprintf(s->why, sizeof s->why, "%.*s", (int)sizeof s->why - 1,
+           why ? why : "");
 }
 
 /* Trailing blank lines after the last batch belong to the last span. */
