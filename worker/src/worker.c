@@ -47,9 +47,6 @@
 #include "runtime.h"
 #include "worker.h"
 
-/* The most items one claim statement takes (batched --sql). */
-#define WK_CLAIM_ROUND_MAX 1000
-
 typedef enum loop_state {
   RUNNING,   /* claiming */
   DB_DOWN,   /* the claim connection is gone: reconnecting */
@@ -347,23 +344,17 @@ static loop_state on_running(wk *w, loop *l, volatile sig_atomic_t *signals)
   pthread_mutex_unlock(&w->mu);
   int free_slots = cfg->concurrency + prefetch - inflight;
   int min_claim = inflight == 0 ? 1 : (cfg->concurrency + 1) / 2;
-  int round_max = cfg->batch;
-  /* batched --sql: a round claims a batch for every executor (a commit
-   * per executor carries up to --batch items: fewer, larger commits are
-   * what throughput needs, test/bench/peers), and one round is held
-   * ahead; executor.c shares each round among the executors */
+  /* batched --sql: executors ack whole batches, so hold one claim being
+   * acknowledged and one ahead (executor.c shares each among them) */
   if (cfg->handler == WK_HANDLER_SQL && !cfg->sql_per_item && cfg->batch > 1) {
-    round_max = cfg->batch * cfg->concurrency;
-    if (round_max > WK_CLAIM_ROUND_MAX)
-      round_max = WK_CLAIM_ROUND_MAX;
-    free_slots = 2 * round_max - inflight;
-    min_claim = inflight == 0 ? 1 : (round_max + 1) / 2;
+    free_slots = 2 * cfg->batch - inflight;
+    min_claim = inflight == 0 ? 1 : (cfg->batch + 1) / 2;
   }
   if (free_slots < min_claim) {
     wk_wait_slot(w, 100);
     return RUNNING;
   }
-  int want = free_slots < round_max ? free_slots : round_max;
+  int want = free_slots < cfg->batch ? free_slots : cfg->batch;
   oq_item *items = NULL;
   size_t got = 0;
   oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want, &items, &got);
