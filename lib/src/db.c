@@ -164,6 +164,7 @@ bool oq__db_take_ambiguous(oq_db *db, const char *item_id)
 }
 
 static PGresult *await_result(oq_db *db, bool *timed_out);
+static bool wait_readable(oq_db *db, uint64_t until_ms, bool *timed_out);
 static oq_err deadline_passed(oq_db *db, const char *what);
 static oq_err fail_from_result(oq_db *db, PGresult *res, const char *what);
 
@@ -420,29 +421,12 @@ static PGresult *await_result(oq_db *db, bool *timed_out)
       db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
   PGresult *kept = NULL;
   for (;;) {
-    while (PQisBusy(db->conn)) {
-      int flush = PQflush(db->conn); /* 1: more to send */
-      struct pollfd pfd = {.fd = PQsocket(db->conn),
-                           .events = POLLIN | (flush == 1 ? POLLOUT : 0)};
-      int wait_ms = -1;
-      if (until) {
-        uint64_t now = oq_monotonic_ms();
-        if (now >= until) {
-          *timed_out = true;
-          PQclear(kept);
-          PQfinish(db->conn);
-          db->conn = NULL;
-          return NULL;
-        }
-        wait_ms = (int)(until - now);
-      }
-      if (pfd.fd < 0 || flush < 0)
-        break;
-      int r = poll(&pfd, 1, wait_ms);
-      if (r < 0 && errno != EINTR)
-        break;
-      if (r > 0 && !PQconsumeInput(db->conn))
-        break; /* PQgetResult reports the failure */
+    /* a failure other than the deadline: PQgetResult reports it */
+    if (!wait_readable(db, until, timed_out) && *timed_out) {
+      PQclear(kept);
+      PQfinish(db->conn);
+      db->conn = NULL;
+      return NULL;
     }
     PGresult *res = PQgetResult(db->conn);
     if (!res)
