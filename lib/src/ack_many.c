@@ -73,15 +73,28 @@ static bool prepare_ids(many *b, char *count, size_t countlen)
     ids[k] = b->items[b->active[k]].id;
   free(b->ids);
   b->ids = oq__text_array(ids, b->m);
-  /* reuse ids for the active items' results */
-  const oq_ack_opts *o = b->opts;
-  for (size_t k = 0; k < b->m; k++)
-    ids[k] = o && o->results ? o->results[b->active[k]] : o ? o->result : NULL;
-  free(b->results);
-  b->results = oq__results_array(ids, NULL, b->m);
   free(ids);
   snprintf(count, countlen, "%zu", b->m);
-  return b->ids != NULL && b->results != NULL;
+  return b->ids != NULL;
+}
+
+/* The round's result array: the caller's result for an item, else what its
+ * effects returned (rows[k], may be NULL); false when out of memory. */
+static bool prepare_results(many *b, char *const *rows)
+{
+  const char **res = malloc((b->m ? b->m : 1) * sizeof *res);
+  if (!res)
+    return false;
+  const oq_ack_opts *o = b->opts;
+  for (size_t k = 0; k < b->m; k++) {
+    res[k] = o && o->results ? o->results[b->active[k]] : o ? o->result : NULL;
+    if (!res[k] && rows)
+      res[k] = rows[k];
+  }
+  free(b->results);
+  b->results = oq__results_array(res, NULL, b->m);
+  free(res);
+  return b->results != NULL;
 }
 
 /* ---- the callback round: oq_db_transact runs it, restarts included --- */
@@ -107,6 +120,9 @@ static oq_err cb_body(oq_db *db, void *arg)
       return e;
     }
   }
+  /* read after the callbacks: one may have filled in its item's result */
+  if (!prepare_results(b, NULL))
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   const char *params[CHECK_NPARAMS];
   check_params(b, r->count, params);
   oq_err e = oq_db_query(db, check_sql(b), CHECK_NPARAMS, params, NULL, NULL);
@@ -130,6 +146,25 @@ static oq_err cb_round_run(many *b)
 
 /* ---- the pipelined round: one round trip ------------------------------ */
 
+/* What the check's before hook needs: the effects' first rows are in. */
+typedef struct rows_in {
+  many *b;
+  char **rows;     /* the active items' first rows as JSON, or NULL */
+  const char **cp; /* the check's parameters */
+} rows_in;
+
+/* The effects returned rows: they are the results (onceq_results, history),
+ * so the check waits for them (one more round trip, same transaction). */
+static oq_err results_from_rows(void *ud, oq__pstmt *check)
+{
+  rows_in *r = ud;
+  OQ__UNUSED(check);
+  if (!prepare_results(r->b, r->rows))
+    return OQ_ERR_NOMEM;
+  r->cp[3] = r->b->results;
+  return OQ_OK;
+}
+
 static oq_err sql_round_run(many *b)
 {
   static const unsigned int types[4] = {OQ_OID_JSONB, OQ_OID_UUID, OQ_OID_TEXT,
@@ -141,8 +176,9 @@ static oq_err sql_round_run(many *b)
   oq__pstmt *st = calloc(ns, sizeof *st);
   const char **params = calloc(b->m * 4 + CHECK_NPARAMS, sizeof *params);
   char(*att)[16] = calloc(b->m ? b->m : 1, sizeof *att);
+  char **rows = calloc(b->m ? b->m : 1, sizeof *rows);
   oq_err e = OQ_OK;
-  if (!st || !params || !att) {
+  if (!st || !params || !att || !rows) {
     e = oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
     goto out;
   }
@@ -151,7 +187,9 @@ static oq_err sql_round_run(many *b)
   static const unsigned int check_types[CHECK_NPARAMS] = {0, OQ_OID_UUID, 0, 0,
                                                           0};
   b->failed = (long)b->m + 1;
-  e = oq__db_prepare_once(b->db, b->sql, 4, types, item_stmt, sizeof item_stmt);
+  int ncols = 0;
+  e = oq__db_prepare_once(b->db, b->sql, 4, types, item_stmt, sizeof item_stmt,
+                          &ncols);
   /* a handler statement that does not prepare (a missing table) fails
    * each item's attempt alike, as it would one item at a time; anything
    * transient (a restart, a lost connection, a timeout) does not */
@@ -160,7 +198,7 @@ static oq_err sql_round_run(many *b)
     b->failed = 0;
   if (e == OQ_OK)
     e = oq__db_prepare_once(b->db, check_sql(b), CHECK_NPARAMS, check_types,
-                            check_stmt, sizeof check_stmt);
+                            check_stmt, sizeof check_stmt, NULL);
   if (e != OQ_OK)
     goto out; /* b->failed: the first item's, or BEGIN/COMMIT */
   st[0] = (oq__pstmt){.sql = "BEGIN"};
@@ -172,15 +210,25 @@ static oq_err sql_round_run(many *b)
     p[1] = it->id;
     p[2] = it->queue;
     p[3] = att[k];
-    st[k + 1] = (oq__pstmt){
-        .sql = b->sql, .prepared = item_stmt, .nparams = 4, .params = p};
+    st[k + 1] = (oq__pstmt){.sql = b->sql,
+                            .prepared = item_stmt,
+                            .nparams = 4,
+                            .params = p,
+                            .first_row = ncols > 0 ? &rows[k] : NULL};
   }
   const char **cp = params + b->m * 4;
+  if (!prepare_results(b, NULL)) {
+    e = oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
+    goto out;
+  }
   check_params(b, count, cp);
+  rows_in ri = {b, rows, cp};
   st[b->m + 1] = (oq__pstmt){.sql = check_sql(b),
                              .prepared = check_stmt,
                              .nparams = CHECK_NPARAMS,
-                             .params = cp};
+                             .params = cp,
+                             .before = ncols > 0 ? results_from_rows : NULL,
+                             .before_ud = &ri};
   st[b->m + 2] = (oq__pstmt){.sql = "COMMIT"};
   long f = -1;
   e = oq__db_pipeline(b->db, st, ns, &f);
@@ -190,6 +238,9 @@ static oq_err sql_round_run(many *b)
               : f == (long)b->m + 1 ? (long)b->m
                                     : (long)b->m + 1;
 out:
+  for (size_t k = 0; rows && k < b->m; k++)
+    free(rows[k]);
+  free(rows);
   free(att);
   free(params);
   free(st);

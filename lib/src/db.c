@@ -30,11 +30,12 @@ struct oq_db {
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
   unsigned claim_turn;   /* per-queue claims: which queue goes first */
   bool per_queue_claims; /* test hook: claim queue by queue on PG too */
-  char ambiguous_id[OQ_UUID_LEN + 1];  /* oq_ack gave up ambiguous on it */
-  char *prepared[OQ__DB_PREPARED_MAX]; /* SQL prepared on this connection
-                                          as "oq_p<index>"; reset on connect */
-  oq_err last;                         /* last error code */
-  char sqlstate[6];                    /* last SQLSTATE or "" */
+  char ambiguous_id[OQ_UUID_LEN + 1];     /* oq_ack gave up ambiguous on it */
+  char *prepared[OQ__DB_PREPARED_MAX];    /* SQL prepared on this connection
+                                             as "oq_p<index>"; reset on connect */
+  int prepared_cols[OQ__DB_PREPARED_MAX]; /* columns each one returns */
+  oq_err last;                            /* last error code */
+  char sqlstate[6];                       /* last SQLSTATE or "" */
   char errmsg[OQ_ERRBUF_SIZE];
 };
 
@@ -132,7 +133,7 @@ unsigned oq__db_claim_turn(oq_db *db)
 
 bool oq__db_per_queue_claims(const oq_db *db)
 {
-  return db->per_queue_claims || db->engine == OQ_ENGINE_COCKROACH;
+  return db->per_queue_claims || !oq_db_traits(db)->multi_queue_claim;
 }
 
 void oq__db_force_per_queue_claims(oq_db *db, bool on)
@@ -552,6 +553,12 @@ static oq_err deliver_rows(PGresult *res, oq__pstmt *st)
   st->affected = es == PGRES_TUPLES_OK && affected_rows(res) < 0
                      ? PQntuples(res)
                      : affected_rows(res);
+  if (st->first_row && !*st->first_row && es == PGRES_TUPLES_OK &&
+      PQntuples(res) > 0) {
+    *st->first_row = oq__pgresult_row_json(res, 0);
+    if (!*st->first_row)
+      return OQ_ERR_NOMEM;
+  }
   if (!st->rows)
     return OQ_OK;
   int nrows = PQntuples(res), ncols = PQnfields(res);
@@ -572,6 +579,46 @@ static oq_err deliver_rows(PGresult *res, oq__pstmt *st)
  * both engines speak: "it is a client-side feature which doesn't require
  * special server support" (PostgreSQL docs, libpq "Pipeline Mode").
  */
+/* Send stmts[from..to) after the ones already sent; then a Sync when to is
+ * the end, else a flush so their results come back while the transaction
+ * stays open. False when the connection could not take them. */
+static bool pipeline_send(oq_db *db, oq__pstmt *stmts, size_t from, size_t to,
+                          size_t n)
+{
+  bool ok = true;
+  /* a flush request after each statement makes the server send each
+   * result as it completes, not all at the Sync, so progress is visible and
+   * the deadline is per statement */
+  for (size_t i = from; i < to && ok; i++)
+    ok = (i == 0 || PQsendFlushRequest(db->conn) == 1) &&
+         (stmts[i].prepared
+              ? PQsendQueryPrepared(db->conn, stmts[i].prepared,
+                                    stmts[i].nparams, stmts[i].params, NULL,
+                                    NULL, 0)
+              : PQsendQueryParams(db->conn, stmts[i].sql, stmts[i].nparams,
+                                  (const Oid *)stmts[i].types, stmts[i].params,
+                                  NULL, NULL, 0)) == 1;
+  if (ok && to == n)
+    ok = PQpipelineSync(db->conn) == 1;
+  else if (ok)
+    ok = PQsendFlushRequest(db->conn) == 1 && PQflush(db->conn) == 0;
+  return ok;
+}
+
+/* Where the next segment ends: the next statement with a before hook. */
+static size_t segment_end(const oq__pstmt *stmts, size_t from, size_t n)
+{
+  for (size_t i = from + 1; i < n; i++)
+    if (stmts[i].before)
+      return i;
+  return n;
+}
+
+/*
+ * Pipeline mode is a libpq feature over the v3 extended protocol, which
+ * both engines speak: "it is a client-side feature which doesn't require
+ * special server support" (PostgreSQL docs, libpq "Pipeline Mode").
+ */
 oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
 {
   *failed = -1;
@@ -582,23 +629,11 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
                        db->masked);
   if (!PQenterPipelineMode(db->conn))
     return fail_from_result(db, NULL, "cannot enter pipeline mode");
-  bool sent_all = true;
-  /* a flush request after each statement makes the server send each
-   * result as it completes, not all at the Sync, so progress is visible and
-   * the deadline is per statement */
-  for (size_t i = 0; i < n && sent_all; i++)
-    sent_all =
-        (i == 0 || PQsendFlushRequest(db->conn) == 1) &&
-        (stmts[i].prepared
-             ? PQsendQueryPrepared(db->conn, stmts[i].prepared,
-                                   stmts[i].nparams, stmts[i].params, NULL,
-                                   NULL, 0)
-             : PQsendQueryParams(db->conn, stmts[i].sql, stmts[i].nparams,
-                                 (const Oid *)stmts[i].types, stmts[i].params,
-                                 NULL, NULL, 0)) == 1;
-  if (sent_all)
-    sent_all = PQpipelineSync(db->conn) == 1;
-  if (!sent_all) {
+  for (size_t i = 0; i < n; i++)
+    if (stmts[i].first_row)
+      *stmts[i].first_row = NULL;
+  size_t sent = segment_end(stmts, 0, n);
+  if (!pipeline_send(db, stmts, 0, sent, n)) {
     oq_err e = oq__db_fail(db, OQ_ERR_CONN, NULL,
                            "pipeline to %s could not be sent: %s", db->masked,
                            PQerrorMessage(db->conn));
@@ -612,6 +647,27 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
   size_t next = 0; /* the statement whose results come next */
   bool synced = false, lost = false, timed_out = false;
   while (!synced) {
+    if (sent < n && (next == sent || first != OQ_OK)) {
+      /* every result so far is in: the next segment; or, after a
+       * failure, at once the Sync that ends the pipeline (the server
+       * skips to it) */
+      size_t to = first == OQ_OK ? segment_end(stmts, sent, n) : n;
+      if (first == OQ_OK && stmts[sent].before) {
+        oq_err e = stmts[sent].before(stmts[sent].before_ud, &stmts[sent]);
+        if (e != OQ_OK) {
+          first = oq__db_fail(
+              db, e, NULL, "pipelined statement %zu: could not be made", sent);
+          *failed = (long)sent;
+          to = n;
+        }
+      }
+      size_t from = first == OQ_OK ? sent : n;
+      if (!pipeline_send(db, stmts, from, to, n)) {
+        lost = true;
+        break;
+      }
+      sent = to;
+    }
     if (!wait_readable(db, until, &timed_out)) {
       lost = true;
       break;
@@ -656,7 +712,8 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
     PQclear(res);
   }
   if (lost) {
-    bool before_failure = first == OQ_OK;
+    /* a COMMIT that was never sent cannot have run */
+    bool before_failure = first == OQ_OK && sent == n;
     const char *why =
         timed_out ? "no answer within the deadline" : PQerrorMessage(db->conn);
     char msg[OQ_ERRBUF_SIZE];
@@ -721,9 +778,12 @@ oq_err oq_db_exec_typed_json(oq_db *db, const char *sql, int nparams,
 
 oq_err oq_db_listen(oq_db *db, const char *channel)
 {
-  if (db->engine == OQ_ENGINE_COCKROACH)
+  if (!oq_db_traits(db)->listen_notify)
     return oq__db_fail(db, OQ_ERR_CONFIG, NULL,
-                       "CockroachDB has no LISTEN/NOTIFY; poll instead");
+                       "%s has no LISTEN/NOTIFY; poll instead",
+                       db->engine == OQ_ENGINE_COCKROACH
+                           ? "CockroachDB"
+                           : "this connection (" OQ_TRAITS_ENV ")");
   char *ident =
       db->conn ? PQescapeIdentifier(db->conn, channel, strlen(channel)) : NULL;
   if (!ident)
@@ -905,12 +965,14 @@ oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud)
 
 oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
                            const unsigned int *types, char *name,
-                           size_t namelen)
+                           size_t namelen, int *ncols)
 {
   int slot = -1;
   for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
     if (db->prepared[i] && strcmp(db->prepared[i], sql) == 0) {
       snprintf(name, namelen, "oq_p%d", i);
+      if (ncols)
+        *ncols = db->prepared_cols[i];
       return OQ_OK;
     }
     if (!db->prepared[i] && slot < 0)
@@ -938,7 +1000,25 @@ oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
   if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
     e = fail_from_result(db, res, "prepare failed");
   PQclear(res);
+  int cols = 0;
+  if (e == OQ_OK) { /* how many columns it returns: a second round trip,
+                       once per connection */
+    res = NULL;
+    timed_out = false;
+    if (PQsendDescribePrepared(db->conn, name))
+      res = await_result(db, &timed_out);
+    if (timed_out)
+      return deadline_passed(db, "describe failed");
+    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+      e = fail_from_result(db, res, "describe failed");
+    else
+      cols = PQnfields(res);
+    PQclear(res);
+  }
   if (e == OQ_OK) {
+    db->prepared_cols[slot] = cols;
+    if (ncols)
+      *ncols = cols;
     db->prepared[slot] = strdup(sql);
     if (!db->prepared[slot])
       e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");

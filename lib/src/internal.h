@@ -59,6 +59,14 @@ typedef struct oq__pstmt {
   const char *const *params;
   oq_row_fn rows; /* may be NULL: rows discarded */
   void *ud;
+  char **first_row; /* may be NULL; else out: the first row as JSON
+                       (oq__pgresult_row_json, free()), NULL: no row */
+  /* may be NULL; else called when every earlier statement's results are
+   * in, before this one is sent (its params may depend on them). The
+   * transaction stays open meanwhile: one more round trip, not a commit.
+   * A non-OK return fails the pipeline at this statement. */
+  oq_err (*before)(void *before_ud, struct oq__pstmt *self);
+  void *before_ud;
   long affected; /* out: rows affected/returned, -1 unknown */
 } oq__pstmt;
 
@@ -70,8 +78,9 @@ typedef struct oq__pstmt {
  * them until the Sync). Returns OQ_OK when all succeeded; the first
  * failure's error otherwise (details on db). A connection lost before every
  * result arrived gives OQ_ERR_AMBIGUOUS when no statement had failed yet
- * (the last statements, a COMMIT among them, may have run), else
- * OQ_ERR_CONN.
+ * and the last statement had been sent (it, a COMMIT, may have run), else
+ * OQ_ERR_CONN. A statement with a before hook splits the pipeline in two
+ * round trips (the Sync only follows the last statement).
  */
 oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed);
 
@@ -80,12 +89,14 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed);
  * its name in name. Statements repeated per item (a batch's handler
  * statement, the claim check) are then parsed and planned once per
  * connection instead of once per item. At most OQ__DB_PREPARED_MAX per
- * connection; a reconnect forgets them.
+ * connection; a reconnect forgets them. *ncols (may be NULL) gets the
+ * number of columns the statement returns (0: no rows, e.g. an INSERT
+ * without RETURNING).
  */
 #define OQ__DB_PREPARED_MAX 8
 oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
                            const unsigned int *types, char *name,
-                           size_t namelen);
+                           size_t namelen, int *ncols);
 
 /* Forget what oq__db_prepare_once prepared (the server lost it: 26000). */
 void oq__db_forget_prepared(oq_db *db);
@@ -225,6 +236,12 @@ const oq__slot_range *oq__parts_runs(oq_parts *p, size_t *nown, size_t *first,
  * are retried, a refused zone setting (CONFIGURE ZONE) is logged and
  * skipped, any other failure stops the script. */
 oq_err oq__migrate_run_statements(oq_db *db, const char *script);
+/* Call fn on each statement of a migration script (";" at a line's end,
+ * outside $$ bodies; comment-only statements skipped); cuts script in
+ * place; stops at fn's first error. */
+oq_err oq__migrate_each_statement(char *script,
+                                  oq_err (*fn)(void *ud, const char *stmt),
+                                  void *ud);
 
 /* ---- schema_embed.c (generated) ------------------------------------- */
 #include "schema_embed.h"

@@ -10,11 +10,11 @@
 #  - an --sql worker's ack whose handler fails (rolled back) is not
 #    reported: the waiter times out, no result row.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=cli_lib.sh
-. "$here/cli_lib.sh"
-cli_setup wait
-t=$CLI_TMP
-[ -x "${ONCEQ_WORKER:-}" ] || cli_fail "ONCEQ_WORKER is not executable"
+# shellcheck source=../harness/oq_harness.sh
+. "$here/../harness/oq_harness.sh"
+oq_setup wait --url
+t=$OQ_TMP
+[ -x "${ONCEQ_WORKER:-}" ] || oq_fail "ONCEQ_WORKER is not executable"
 
 # 1. push --wait, then an --sql worker acknowledges it
 "$ONCEQ_CLI" push --queue w1 --wait --timeout 20s '{"n": 1}' \
@@ -25,12 +25,12 @@ sleep 0.5
   >"$t/worker1.log" 2>&1
 rc=0
 wait "$wp" || rc=$?
-cli_check "push --wait exit when acknowledged" "$rc" 0
-cli_check "result rows for w1 (written by the ack)" \
-  "$(q "SELECT count(*) FROM onceq_results WHERE queue = 'w1' AND outcome = 'done'")" 1
+oq_check "push --wait exit when acknowledged" "$rc" 0
+oq_check "result rows for w1 (written by the ack)" \
+  "$(oq_q "SELECT count(*) FROM onceq_results WHERE queue = 'w1' AND outcome = 'done'")" 1
 # the --sql statement's first row, as JSON, is the result
-w1id=$(q "SELECT item_id FROM onceq_results WHERE queue = 'w1'")
-cli_check "push --wait prints the --sql result (the first row as JSON)" \
+w1id=$(oq_q "SELECT item_id FROM onceq_results WHERE queue = 'w1'")
+oq_check "push --wait prints the --sql result (the first row as JSON)" \
   "$(cat "$t/w1.out")" "{\"?column?\": \"$w1id\"}"
 # an --exec handler's stdout is the result
 "$ONCEQ_CLI" push --queue wx --wait --timeout 20s '{"x": 7}' \
@@ -41,8 +41,8 @@ sleep 0.5
   >"$t/workerx.log" 2>&1
 rc=0
 wait "$wp" || rc=$?
-cli_check "push --wait exit for an --exec item" "$rc" 0
-cli_check "push --wait prints the --exec stdout" "$(cat "$t/wx.out")" \
+oq_check "push --wait exit for an --exec item" "$rc" 0
+oq_check "push --wait prints the --exec stdout" "$(cat "$t/wx.out")" \
   '{"x": 7} from exec'
 # the batched --sql ack (the default) is reported acknowledged too
 "$ONCEQ_CLI" push --queue w1b --wait --timeout 20s '{"n": 1}' \
@@ -52,25 +52,28 @@ sleep 0.5
 "$ONCEQ_WORKER" --queue w1b --drain --sql 'SELECT $2' >"$t/worker1b.log" 2>&1
 rc=0
 wait "$wp" || rc=$?
-cli_check "push --wait exit when acknowledged in a batch" "$rc" 0
+oq_check "push --wait exit when acknowledged in a batch" "$rc" 0
+w1bid=$(oq_q "SELECT item_id FROM onceq_results WHERE queue = 'w1b'")
+oq_check "push --wait prints the batched --sql result (the first row as JSON)" \
+  "$(cat "$t/w1b.out")" "{\"?column?\": \"$w1bid\"}"
 
 # 2. a result kept by an ack is printed as is (onceq wait ID, and --json)
 id=$("$ONCEQ_CLI" push --queue w2 '{"n": 2}')
-q "UPDATE onceq_items SET keep_result = true WHERE id = '$id'" >/dev/null
-sid=$(q "INSERT INTO onceq_sessions (expiry) VALUES ('1 hour') RETURNING id")
-q "UPDATE onceq_items SET claim = '$sid', claimed_at = now() WHERE id = '$id'" >/dev/null
-q "WITH d AS (DELETE FROM onceq_items WHERE id = '$id' AND claim = '$sid'
+oq_q "UPDATE onceq_items SET keep_result = true WHERE id = '$id'" >/dev/null
+sid=$(oq_q "INSERT INTO onceq_sessions (expiry) VALUES ('1 hour') RETURNING id")
+oq_q "UPDATE onceq_items SET claim = '$sid', claimed_at = now() WHERE id = '$id'" >/dev/null
+oq_q "WITH d AS (DELETE FROM onceq_items WHERE id = '$id' AND claim = '$sid'
      RETURNING id, queue)
    INSERT INTO onceq_results (item_id, queue, outcome, result)
    SELECT id, queue, 'done', E'line 1\n<b>line 2</b>' FROM d" >/dev/null
-run_onceq "$t/w2.out" "$t/w2.err" wait --timeout 5s "$id"
-cli_check "wait exit (done)" "$RC" 0
-cli_check "wait prints the result" "$(cat "$t/w2.out")" "$(printf 'line 1\n<b>line 2</b>')"
-run_onceq "$t/w2j.out" "$t/w2j.err" --json wait "$id"
-cli_json_ok "wait --json" "$t/w2j.out"
-cli_check "json state" "$(jget "$t/w2j.out" 'd["state"]')" done
-cli_check "json result" "$(jget "$t/w2j.out" 'd["result"]')" "$(printf 'line 1\n<b>line 2</b>')"
-cli_check "json truncated" "$(jget "$t/w2j.out" 'd["truncated"]')" False
+oq_run_cli "$t/w2.out" "$t/w2.err" wait --timeout 5s "$id"
+oq_check "wait exit (done)" "$OQ_RC" 0
+oq_check "wait prints the result" "$(cat "$t/w2.out")" "$(printf 'line 1\n<b>line 2</b>')"
+oq_run_cli "$t/w2j.out" "$t/w2j.err" --json wait "$id"
+oq_json_ok "wait --json" "$t/w2j.out"
+oq_check "json state" "$(oq_jget "$t/w2j.out" 'd["state"]')" done
+oq_check "json result" "$(oq_jget "$t/w2j.out" 'd["result"]')" "$(printf 'line 1\n<b>line 2</b>')"
+oq_check "json truncated" "$(oq_jget "$t/w2j.out" 'd["truncated"]')" False
 
 # 3. dead-lettered: exit 3 with the last error
 "$ONCEQ_CLI" push --queue w3 --max-attempts 1 --wait --timeout 20s '{"n": 3}' \
@@ -81,8 +84,8 @@ sleep 0.5
   true # --drain exits 1 when every attempt failed
 rc=0
 wait "$wp" || rc=$?
-cli_check "push --wait exit when dead" "$rc" 3
-cli_match "stderr names the death" "$(cat "$t/w3.err")" \
+oq_check "push --wait exit when dead" "$rc" 3
+oq_match "stderr names the death" "$(cat "$t/w3.err")" \
   'is dead after 1 attempt\(s\): .*division by zero'
 
 # 4. cancelled while waiting: exit 4
@@ -93,28 +96,28 @@ sleep 0.5
 "$ONCEQ_CLI" cancel "$id" >/dev/null
 rc=0
 wait "$wp" || rc=$?
-cli_check "wait exit when cancelled" "$rc" 4
-cli_check "json state (cancelled)" "$(jget "$t/w4.out" 'd["state"]')" cancelled
+oq_check "wait exit when cancelled" "$rc" 4
+oq_check "json state (cancelled)" "$(oq_jget "$t/w4.out" 'd["state"]')" cancelled
 
 # 5. timeout: exit 5, on time
 id=$("$ONCEQ_CLI" push --queue w5 '{"n": 5}')
 t0=$(date +%s%N)
-run_onceq "$t/w5.out" "$t/w5.err" wait --timeout 700ms "$id"
+oq_run_cli "$t/w5.out" "$t/w5.err" wait --timeout 700ms "$id"
 ms=$((($(date +%s%N) - t0) / 1000000))
-cli_check "wait exit on timeout" "$RC" 5
+oq_check "wait exit on timeout" "$OQ_RC" 5
 [ "$ms" -ge 700 ] && [ "$ms" -le 5000 ] ||
-  cli_fail "timeout took ${ms} ms, want 700..5000"
-cli_log "ok: timed out after ${ms} ms"
-cli_match "stderr says pending" "$(cat "$t/w5.err")" 'still pending after'
+  oq_fail "timeout took ${ms} ms, want 700..5000"
+oq_log "ok: timed out after ${ms} ms"
+oq_match "stderr says pending" "$(cat "$t/w5.err")" 'still pending after'
 
 # 6. no such item: exit 2; several ids: a line each (done + pending)
-run_onceq "$t/w6.out" "$t/w6.err" wait 00000000-0000-0000-0000-000000000000
-cli_check "wait exit (no such item)" "$RC" 2
-done_id=$(q "SELECT item_id FROM onceq_results WHERE queue = 'w2'")
-run_onceq "$t/w7.out" "$t/w7.err" wait --timeout 300ms "$done_id" "$id"
-cli_check "wait exit (one pending of two)" "$RC" 5
-cli_check "lines for two ids" "$(wc -l <"$t/w7.out" | tr -d ' ')" 2
-cli_match "first line" "$(head -1 "$t/w7.out")" "^$done_id	done	line 1\\\\n<b>line 2</b>\$"
+oq_run_cli "$t/w6.out" "$t/w6.err" wait 00000000-0000-0000-0000-000000000000
+oq_check "wait exit (no such item)" "$OQ_RC" 2
+done_id=$(oq_q "SELECT item_id FROM onceq_results WHERE queue = 'w2'")
+oq_run_cli "$t/w7.out" "$t/w7.err" wait --timeout 300ms "$done_id" "$id"
+oq_check "wait exit (one pending of two)" "$OQ_RC" 5
+oq_check "lines for two ids" "$(wc -l <"$t/w7.out" | tr -d ' ')" 2
+oq_match "first line" "$(head -1 "$t/w7.out")" "^$done_id	done	line 1\\\\n<b>line 2</b>\$"
 
 # 7. a failing --sql handler rolls its ack back: never reported
 id=$("$ONCEQ_CLI" push --queue w8 --max-attempts 5 '{"n": 8}')
@@ -126,10 +129,10 @@ timeout 2 "$ONCEQ_WORKER" --queue w8 --retry-base 100ms \
   >"$t/worker8.log" 2>&1 || true
 rc=0
 wait "$wp" || rc=$?
-cli_check "wait exit while every ack rolls back" "$rc" 5
-cli_check "no result row for w8" \
-  "$(q "SELECT count(*) FROM onceq_results WHERE item_id = '$id'")" 0
-cli_check "the item is still live" \
-  "$(q "SELECT count(*) FROM onceq_items WHERE id = '$id'")" 1
+oq_check "wait exit while every ack rolls back" "$rc" 5
+oq_check "no result row for w8" \
+  "$(oq_q "SELECT count(*) FROM onceq_results WHERE item_id = '$id'")" 0
+oq_check "the item is still live" \
+  "$(oq_q "SELECT count(*) FROM onceq_items WHERE id = '$id'")" 1
 
-cli_log "PASS"
+oq_log "PASS"

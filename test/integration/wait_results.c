@@ -134,6 +134,60 @@ static void test_batch(oq_db *db, const oq_session *s)
   printf("ok batch: each item's own result\n");
 }
 
+/* oq_ack_many_sql: each item's first row is its result; one whose
+ * statement fails is not acknowledged and gets no result; a statement
+ * that returns no rows gives no result. */
+static void test_many_sql(oq_db *db, const oq_session *s)
+{
+  char ids[4][OQ_UUID_LEN + 1];
+  for (int i = 0; i < 4; i++)
+    enqueue_keep(db, "wmany", 25, ids[i]);
+  oq_item *it = NULL;
+  ASSERT_EQ(SEM_CLAIM(db, s, "wmany", 4, &it), 4);
+  /* the third claimed item fails: 1/0 */
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT $2::text AS id, $4 AS attempt,"
+           " 1 / (CASE WHEN $2 = '%s'::uuid THEN 0 ELSE 1 END) AS one",
+           it[2].id);
+  oq_ack_result r[4];
+  ASSERT_OK(db, oq_ack_many_sql(db, s, it, 4, sql, NULL, r));
+  for (int i = 0; i < 4; i++) {
+    ASSERT_EQ(r[i].verdict, i == 2 ? OQ_ACK_FAILED : OQ_ACK_DONE);
+    if (i == 2) {
+      ASSERT_EQ(result_rows(db, it[i].id), 0);
+      continue;
+    }
+    char want[160];
+    snprintf(want, sizeof want, "{\"id\": \"%s\", \"attempt\": 1, \"one\": 1}",
+             it[i].id);
+    const char *wid = it[i].id;
+    oq_wait_result out;
+    oq_wait_opts o = {.timeout_ms = 5000};
+    ASSERT_OK(db, oq_wait(db, &wid, 1, &o, &out));
+    ASSERT_EQ(out.state, OQ_WAIT_DONE);
+    ASSERT_STREQ(out.result, want);
+    oq_wait_results_free(&out, 1);
+  }
+  oq_items_free(it, 4);
+  /* no rows: acknowledged, no result text */
+  enqueue_keep(db, "wmany0", 25, ids[0]);
+  ASSERT_EQ(SEM_CLAIM(db, s, "wmany0", 1, &it), 1);
+  ASSERT_OK(db, oq_ack_many_sql(db, s, it, 1,
+                                "INSERT INTO ledger VALUES ($2, $2, "
+                                "'many')",
+                                NULL, r));
+  ASSERT_EQ(r[0].verdict, OQ_ACK_DONE);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_results WHERE item_id = $1 "
+                  "AND result IS NULL",
+                  ids[0]),
+            1);
+  oq_items_free(it, 1);
+  printf("ok many_sql: each item's first row is its result, the failed "
+         "one has none\n");
+}
+
 static void test_dead(oq_db *db, const oq_session *s)
 {
   char id[OQ_UUID_LEN + 1];
@@ -332,6 +386,7 @@ int main(void)
 
   test_done(db, s);
   test_batch(db, s);
+  test_many_sql(db, s);
   test_dead(db, s);
   test_timeout(db);
   test_rollback(db, s);

@@ -114,7 +114,7 @@ OQ_MUST_CHECK oq_err oq_release(oq_db *db, const oq_session *s,
  * compares with what the worker holds in memory. Free *items with
  * oq_items_free(*items, *n).
  */
-OQ_MUST_CHECK oq_err oq_session_claims_list(oq_db *db, const oq_session *s,
+OQ_MUST_CHECK oq_err oq_session_claims_read(oq_db *db, const oq_session *s,
                                             oq_item **items, size_t *n);
 
 /*
@@ -146,6 +146,8 @@ typedef struct oq_ack_result {
  * the open batch transaction (it may run again when the batch reruns).
  * Return OQ_OK, or an error: the item is then OQ_ACK_FAILED (unless the
  * error is a restart or a lost connection, which rerun the batch).
+ * opts->results is read after the round's callbacks ran, so a callback may
+ * fill in its own item's entry (results[i] for items[i]).
  */
 OQ_MUST_CHECK oq_err oq_ack_many(oq_db *db, const oq_session *s,
                                  const oq_item *items, size_t n, oq_ack_fn fn,
@@ -157,7 +159,11 @@ OQ_MUST_CHECK oq_err oq_ack_many(oq_db *db, const oq_session *s,
  * (libpq pipeline mode): BEGIN, the n statements, the check and COMMIT go
  * out together, so a batch costs about one round trip. The statement's
  * parameters, any subset of them: $1 payload (jsonb), $2 item id (uuid),
- * $3 queue (text), $4 attempt (int).
+ * $3 queue (text), $4 attempt (int). An item's result (history, and
+ * onceq_results when it keeps one) is opts' result for it if given, else
+ * the first row its statement returned, as JSON (oq_db_exec_typed_json's
+ * shape). A statement that returns rows costs one more round trip: the
+ * check is sent when the rows are in, inside the same transaction.
  */
 OQ_MUST_CHECK oq_err oq_ack_many_sql(oq_db *db, const oq_session *s,
                                      const oq_item *items, size_t n,
