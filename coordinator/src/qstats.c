@@ -339,7 +339,7 @@ oq_err co_snapshot_take(oq_db *db, bool with_sessions, co_snapshot *out)
   }
   if (e == OQ_OK && with_sessions)
     e = sessions(db, out);
-  if (e == OQ_OK && oq_db_engine(db) == OQ_ENGINE_POSTGRES) {
+  if (e == OQ_OK && oq_db_traits(db)->stat_views) {
     /* best effort: a role without access to the statistics views just
      * gets no table-wide rates */
     if (co_query(db, SQL_COUNTERS, 0, NULL, &r) == OQ_OK &&

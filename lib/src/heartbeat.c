@@ -59,7 +59,7 @@ static void notify(oq_heartbeat *hb)
  */
 static void read_committed(oq_db *db)
 {
-  if (oq_db_engine(db) != OQ_ENGINE_POSTGRES)
+  if (!oq_db_traits(db)->session_settings)
     return;
   oq_err e = oq_db_exec(db,
                         "SET SESSION CHARACTERISTICS AS TRANSACTION "

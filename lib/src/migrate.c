@@ -10,6 +10,9 @@
  * CockroachDB: no advisory locks, and schema changes inside explicit
  * transactions are limited, so each statement runs on its own; every
  * statement is idempotent (IF NOT EXISTS), which makes concurrent runs safe.
+ * The choice follows the connection's traits (traits.h), not its engine:
+ * with ONCEQ_ENGINE_TRAITS=cockroachdb PostgreSQL runs its own migration
+ * text the CockroachDB way, statement by statement without the lock.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,17 +160,25 @@ static oq_err run_one(oq_db *db, const char *stmt)
   return e;
 }
 
-/* Run a CockroachDB migration one statement at a time (no function bodies
- * in those files, so ";" at the end of a line ends a statement). */
-oq_err oq__migrate_run_statements(oq_db *db, const char *script)
+/* Call fn on each statement of a migration script: ";" at the end of a line
+ * ends a statement, except inside a $$-quoted function body (the PostgreSQL
+ * scripts' trigger functions). Statements that are only comments and blank
+ * lines are skipped. Stops at fn's first error. script is cut in place. */
+oq_err oq__migrate_each_statement(char *script,
+                                  oq_err (*fn)(void *ud, const char *stmt),
+                                  void *ud)
 {
-  char *copy = strdup(script);
-  if (!copy)
-    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   oq_err e = OQ_OK;
-  char *stmt = copy;
-  for (char *p = copy; *p && e == OQ_OK; p++) {
-    if (*p == ';' && (p[1] == '\n' || p[1] == '\0')) {
+  char *stmt = script;
+  bool dollar = false;
+  for (char *p = script; *p && e == OQ_OK; p++) {
+    if (p[0] == '$' && p[1] == '$') {
+      dollar = !dollar;
+      p++;
+      continue;
+    }
+    if (!dollar && *p == ';' && (p[1] == '\n' || p[1] == '\0')) {
+      bool last = p[1] == '\0';
       *p = '\0';
       /* skip statements that are only comments and blank lines */
       int has_sql = 0;
@@ -182,18 +193,44 @@ oq_err oq__migrate_run_statements(oq_db *db, const char *script)
         l = nl ? nl + 1 : l + len;
       }
       if (has_sql)
-        e = run_one(db, stmt);
+        e = fn(ud, stmt);
+      if (last)
+        break;
       stmt = p + 1;
     }
   }
+  return e;
+}
+
+static oq_err run_one_cb(void *ud, const char *stmt)
+{
+  return run_one(ud, stmt);
+}
+
+/* Run a migration one statement at a time, each its own implicit
+ * transaction. */
+oq_err oq__migrate_run_statements(oq_db *db, const char *script)
+{
+  char *copy = strdup(script);
+  if (!copy)
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  oq_err e = oq__migrate_each_statement(copy, run_one_cb, db);
   free(copy);
   return e;
 }
 
-static oq_err migrate_crdb(oq_db *db, int *from, int *to)
+/* The engine's own script for version v (1-based). */
+static const char *script_of(oq_db *db, int v)
+{
+  return oq_db_engine(db) == OQ_ENGINE_COCKROACH
+             ? oq__migrations[v - 1].crdb_sql
+             : oq__migrations[v - 1].pg_sql;
+}
+
+static oq_err migrate_per_statement(oq_db *db, int *from, int *to)
 {
   oq_err e =
-      oq__db_simple(db, oq__sql(OQ_ENGINE_COCKROACH, OQ__SQL_MIGRATIONS_TABLE));
+      oq__db_simple(db, oq__sql(oq_db_engine(db), OQ__SQL_MIGRATIONS_TABLE));
   if (e != OQ_OK)
     return e;
   int applied = 0;
@@ -202,7 +239,7 @@ static oq_err migrate_crdb(oq_db *db, int *from, int *to)
     return e;
   *from = applied;
   for (int v = applied + 1; v <= oq__migration_count && e == OQ_OK; v++) {
-    e = oq__migrate_run_statements(db, oq__migrations[v - 1].crdb_sql);
+    e = oq__migrate_run_statements(db, script_of(db, v));
     if (e == OQ_OK)
       e = record(db, v);
     if (e == OQ_OK)
@@ -266,8 +303,8 @@ oq_err oq_migrate_run(oq_db *db, int *from, int *to)
   /* a newer schema never becomes older: no lock needed to refuse it */
   oq_err e = oq_migrate_check_not_newer(db);
   if (e == OQ_OK)
-    e = oq_db_engine(db) == OQ_ENGINE_COCKROACH ? migrate_crdb(db, &f, &t)
-                                                : migrate_pg(db, &f, &t);
+    e = oq_db_traits(db)->transactional_ddl ? migrate_pg(db, &f, &t)
+                                            : migrate_per_statement(db, &f, &t);
   if (from)
     *from = f;
   if (to)

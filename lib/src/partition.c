@@ -472,7 +472,7 @@ static oq_err round_tx(oq_db *db, void *ud)
   oq_parts *p = ud;
   const char *sid = p->session;
   oq_err e = OQ_OK;
-  if (oq_db_engine(db) == OQ_ENGINE_POSTGRES) {
+  if (oq_db_traits(db)->session_settings) {
     e = oq__db_simple(db, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
     if (e != OQ_OK)
       return e;

@@ -188,7 +188,7 @@ static oq_err prepare(oq_db *db, bool *listening)
       return e;
     *listening = false;
   }
-  if (oq_db_engine(db) == OQ_ENGINE_POSTGRES && !*listening) {
+  if (oq_db_traits(db)->listen_notify && !*listening) {
     oq_err e = oq_db_listen(db, WAIT_CHANNEL);
     if (e != OQ_OK)
       return e;
@@ -243,7 +243,7 @@ oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
       break;
     }
     /* sleep until the next check */
-    bool pg = oq_db_engine(db) == OQ_ENGINE_POSTGRES;
+    bool pg = oq_db_traits(db)->listen_notify;
     int sleep_ms = PG_RECHECK_MS;
     if (!pg) {
       /* jitter: 75-125 % of the current delay */

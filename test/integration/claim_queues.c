@@ -44,6 +44,12 @@ static size_t claim(oq_db *db, const oq_session *s, const char *const *q,
 static void run_form(oq_db *db, bool per_queue)
 {
   const char *form = per_queue ? "per-queue" : "one-statement";
+  if (!per_queue && !oq_db_traits(db)->multi_queue_claim) {
+    /* ONCEQ_ENGINE_TRAITS=cockroachdb: every claim is per queue */
+    printf("skip one-statement form: the %s traits claim per queue\n",
+           oq_db_traits(db)->name);
+    return;
+  }
   oq__db_force_per_queue_claims(db, per_queue);
   QEXEC(db, "DELETE FROM onceq_items WHERE queue LIKE $1", "cq_%");
   oq_session *s = SEM_LONG_SESSION(db);

@@ -14,6 +14,7 @@
 #include "onceq/backoff.h"
 #include "onceq/log.h"
 #include "onceq/db.h"
+#include "onceq/traits.h"
 #include "onceq/migrate.h"
 #include "onceq/session.h"
 #include "onceq/heartbeat.h"

@@ -1,0 +1,54 @@
+/*
+ * traits.c: the engine trait table (traits.h). Every branch on what the
+ * engine can do reads it, never oq_db_engine: the engine picks SQL text
+ * (dialect.c), the traits pick the control flow. The coordinator's lease is
+ * a row (onceq_leases) on both engines, so it needs no trait.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "onceq/traits.h"
+
+static const oq_engine_traits table[] = {
+    [OQ_ENGINE_POSTGRES] = {.name = "postgres",
+                            .listen_notify = true,
+                            .advisory_lock = true,
+                            .transactional_ddl = true,
+                            .multi_queue_claim = true,
+                            .session_settings = true,
+                            .stat_views = true,
+                            .poll_ms = 1000},
+    /* CockroachDB: no LISTEN/NOTIFY and no advisory locks; schema changes
+     * in explicit transactions are limited; SKIP LOCKED needs v24.1.5+
+     * (docs/cockroachdb.md). The 150 ms poll stands in for NOTIFY. */
+    [OQ_ENGINE_COCKROACH] = {.name = "cockroachdb",
+                             .listen_notify = false,
+                             .advisory_lock = false,
+                             .transactional_ddl = false,
+                             .multi_queue_claim = false,
+                             .session_settings = false,
+                             .stat_views = false,
+                             .poll_ms = 150},
+};
+
+const oq_engine_traits *oq_engine_traits_of(oq_engine engine)
+{
+  return engine == OQ_ENGINE_COCKROACH ? &table[OQ_ENGINE_COCKROACH]
+                                       : &table[OQ_ENGINE_POSTGRES];
+}
+
+const oq_engine_traits *oq_engine_traits_pick(oq_engine engine,
+                                              const char *override)
+{
+  if (override && strcmp(override, "cockroachdb") == 0)
+    return &table[OQ_ENGINE_COCKROACH];
+  return oq_engine_traits_of(engine);
+}
+
+/* getenv on each call: no cached global (log.h: the log sink is the only
+ * one), and the switch is set before a process starts. */
+const oq_engine_traits *oq_db_traits(const oq_db *db)
+{
+  return oq_engine_traits_pick(oq_db_engine(db), getenv(OQ_TRAITS_ENV));
+}
