@@ -181,7 +181,7 @@ int cmd_parts(const cli_globals *g, int argc, char **argv)
   if (!db)
     return rc;
   oq_parts_report *r = NULL;
-  oq_err e = oq_parts_report_get(db, &r);
+  oq_err e = oq_parts_report_read(db, &r);
   if (e != OQ_OK) {
     rc = cli_fail(cli_exit_for(e), "parts", "%s", oq_db_errmsg(db));
     goto out;

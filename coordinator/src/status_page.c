@@ -317,7 +317,7 @@ static oq_err page(co_status *st, FILE *f, const co_snapshot *s,
     e = OQ_ERR_NOMEM;
     goto out;
   }
-  e = oq_parts_report_get(db, &parts);
+  e = oq_parts_report_read(db, &parts);
   if (e != OQ_OK)
     goto out;
   long ready = 0, running = 0, dead = 0;
@@ -444,7 +444,7 @@ static oq_err build(co_status *st, route r, FILE *f)
     return co_view_dead(f, db, DEAD_SHOWN) == 0 ? OQ_OK : OQ_ERR_SQL;
   if (r == R_PARTS) {
     oq_parts_report *p = NULL;
-    oq_err e = oq_parts_report_get(db, &p);
+    oq_err e = oq_parts_report_read(db, &p);
     if (e == OQ_OK)
       co_view_parts(f, p);
     oq_parts_report_free(p);

@@ -470,7 +470,7 @@ static oq_err add_claim(void *ud, int ncols, const char *const *vals)
   return OQ_OK;
 }
 
-oq_err oq_session_claims_list(oq_db *db, const oq_session *s, oq_item **items,
+oq_err oq_session_claims_read(oq_db *db, const oq_session *s, oq_item **items,
                               size_t *n)
 {
   *items = NULL;

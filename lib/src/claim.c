@@ -1,6 +1,6 @@
 /*
  * claim.c: claiming ready items for a session: anywhere (item.h, oq_claim)
- * or within the session's parts (partition.h, oq_claim_parts). Claims
+ * or within the session's parts (partition.h, oq_parts_claim). Claims
  * decide only where to look; the ack's claim check decides who may
  * acknowledge.
  */
@@ -197,7 +197,7 @@ static oq_err claim_range(oq_db *db, const oq_session *s, const char *qarr,
  * backstop, not the common path. */
 #define MAX_ORPHAN_RUNS 8
 
-oq_err oq_claim_parts(oq_db *db, const oq_session *s, oq_parts *p,
+oq_err oq_parts_claim(oq_db *db, const oq_session *s, oq_parts *p,
                       const char *const *queues, size_t nqueues, int max,
                       oq_item **items, size_t *n)
 {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "test_hooks.h"
 #include "waiter.h"
 
 typedef enum hb_state {
@@ -190,7 +191,7 @@ void oq_heartbeat_stop(oq_heartbeat *hb)
   free(hb);
 }
 
-void oq_heartbeat_pause(oq_heartbeat *hb, bool paused)
+void oq__heartbeat_pause(oq_heartbeat *hb, bool paused)
 {
   atomic_store(&hb->paused, paused);
 }

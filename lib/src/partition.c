@@ -5,7 +5,7 @@
  * are defined in partition.h.
  *
  * A round only decides where the session's claims look (claim.c,
- * oq_claim_parts); the ack's claim = session check alone decides who may
+ * oq_parts_claim); the ack's claim = session check alone decides who may
  * acknowledge, so nothing here can cause or prevent a duplicate ack.
  *
  * "Drained" is read from the database, not from the caller's memory: an
@@ -696,7 +696,7 @@ static void summarize(oq_parts_report *r)
       r->owners && total > 0 ? (double)max * r->owners / (double)total : 0.0;
 }
 
-oq_err oq_parts_report_get(oq_db *db, oq_parts_report **out)
+oq_err oq_parts_report_read(oq_db *db, oq_parts_report **out)
 {
   *out = NULL;
   oq_parts_report *r = calloc(1, sizeof *r);

@@ -16,6 +16,7 @@
 
 #include "oq_test.h"
 #include "sem_util.h"
+#include "test_hooks.h"
 
 #define INTERVAL_MS 200
 #define EXPIRY_MS 1600
@@ -127,7 +128,7 @@ int main(void)
       NCLAIM);
 
   /* Stall A: no heartbeat goes out; its own clock must fence it first. */
-  oq_heartbeat_pause(hb, true);
+  oq__heartbeat_pause(hb, true);
   uint64_t t_pause = oq_monotonic_ms();
   uint64_t fenced_seen = 0;
   while (oq_monotonic_ms() - t_pause < 3 * EXPIRY_MS) {
@@ -251,7 +252,7 @@ int main(void)
    * expiry passed on A's clock, or at the latest within about one interval
    * of resuming). */
   uint64_t t_resume = oq_monotonic_ms();
-  oq_heartbeat_pause(hb, false);
+  oq__heartbeat_pause(hb, false);
   while (!ev_get(&ev, &ev.lost_ms) &&
          oq_monotonic_ms() - t_resume < INTERVAL_MS + 3000)
     oqt_sleep_ms(5);

@@ -4,7 +4,7 @@
 oq_add_test(concurrent_ack LABEL integration TIMEOUT 120
             SOURCES concurrent_ack.c)
 oq_add_test(reap_releases LABEL integration TIMEOUT 120
-            SOURCES reap_releases.c)
+            SOURCES reap_releases.c INTERNAL)
 oq_add_test(enqueue_tx LABEL integration TIMEOUT 120 SOURCES enqueue_tx.c)
 oq_add_test(unique_key LABEL integration TIMEOUT 120 SOURCES unique_key.c)
 oq_add_test(poison LABEL integration TIMEOUT 120 SOURCES poison.c)

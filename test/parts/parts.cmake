@@ -2,7 +2,8 @@
 # library directly; the shell tests run real onceq-worker processes
 # (test/worker/it_lib.sh plumbing) and are labelled slow as well.
 oq_add_test(unit_parts_map LABEL unit SOURCES parts_map.c)
-oq_add_test(parts_assign LABEL integration TIMEOUT 180 SOURCES parts_assign.c)
+oq_add_test(parts_assign LABEL integration TIMEOUT 180 SOURCES parts_assign.c
+            INTERNAL)
 oq_add_test(parts_rules LABEL integration TIMEOUT 180 SOURCES parts_rules.c)
 oq_add_test(parts_explain LABEL integration TIMEOUT 120
             SOURCES parts_explain.c INTERNAL)

@@ -16,6 +16,7 @@
  */
 #include "oq_test.h"
 #include "parts_util.h"
+#include "test_hooks.h"
 
 #define P 12
 #define NMEMBERS 4
@@ -197,7 +198,7 @@ int main(void)
    * reaper deletes the expired session, which frees parts and items in
    * one statement. Bounded by expiry + fencing + a few rounds. */
   ASSERT(m[2].nheld > 0);
-  oq_heartbeat_pause(m[2].hb, true);
+  oq__heartbeat_pause(m[2].hb, true);
   m[2].alive = false;
   uint64_t t_kill = oq_monotonic_ms();
   int kill_rounds = converge("killed_session",

@@ -107,12 +107,12 @@ static void section_a_drain(const char *dsn)
   put(1, slot_of(x, 4) + 1, 0);
   oq_item *it = NULL;
   size_t n = 0;
-  ASSERT_OK(b.db, oq_claim_parts(b.db, b.s, b.parts, QUEUE, 1, 10, &it, &n));
+  ASSERT_OK(b.db, oq_parts_claim(b.db, b.s, b.parts, QUEUE, 1, 10, &it, &n));
   ASSERT_EQ(n, 0);
   oq_items_free(it, n);
   rebalance(&a); /* still in flight: still owned */
   ASSERT_EQ(owned_by(&a, x), 1);
-  ASSERT_OK(a.db, oq_claim_parts(a.db, a.s, a.parts, QUEUE, 1, 10, &it, &n));
+  ASSERT_OK(a.db, oq_parts_claim(a.db, a.s, a.parts, QUEUE, 1, 10, &it, &n));
   ASSERT_EQ(n, 0); /* A stopped claiming in x at once */
   oq_items_free(it, n);
 

@@ -105,7 +105,7 @@ static inline void pu_member_claim(pu_member *m, int max, bool orphans_ok)
 {
   static const char *const q[1] = {"default"};
   ASSERT_EQ(m->nheld, 0);
-  ASSERT_OK(m->db, oq_claim_parts(m->db, m->s, m->parts, q, 1, max, &m->held,
+  ASSERT_OK(m->db, oq_parts_claim(m->db, m->s, m->parts, q, 1, max, &m->held,
                                   &m->nheld));
   oq_parts_status st;
   oq_parts_status_get(m->parts, &st);

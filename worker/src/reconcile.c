@@ -13,7 +13,7 @@ oq_err wk_reconcile(wk *w, oq_db *db, wk_gen *g, const char *trigger,
   const char *sid = oq_session_id(g->session);
   oq_item *claims = NULL;
   size_t n = 0;
-  oq_err e = oq_session_claims_list(db, g->session, &claims, &n);
+  oq_err e = oq_session_claims_read(db, g->session, &claims, &n);
   if (e != OQ_OK) {
     OQ_LOG(OQ_LOG_WARN, sid, NULL, "reconcile (%s): cannot read claims: %s",
            trigger, oq_db_errmsg(db));

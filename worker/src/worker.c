@@ -236,7 +236,7 @@ static oq_err claim_some(wk *w, part_claims *pc, oq_db *db, int poll_ms,
       return e;
     pc->next_round_ms = wk_now_ms() + (uint64_t)poll_ms;
   }
-  return oq_claim_parts(db, s, pc->parts, cfg->queues, cfg->nqueues, want,
+  return oq_parts_claim(db, s, pc->parts, cfg->queues, cfg->nqueues, want,
                         items, got);
 }
 

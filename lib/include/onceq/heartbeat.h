@@ -44,10 +44,6 @@ OQ_MUST_CHECK oq_err oq_heartbeat_start(const oq_db_opts *dbo, oq_session *s,
  * free. NULL is allowed. */
 void oq_heartbeat_stop(oq_heartbeat *hb);
 
-/* Fault injection: while paused no heartbeat is sent (the fence check
- * still runs). Used by tests to simulate a stalled worker. */
-void oq_heartbeat_pause(oq_heartbeat *hb, bool paused);
-
 /* Heartbeats that landed since start. */
 uint64_t oq_heartbeat_count(const oq_heartbeat *hb);
 

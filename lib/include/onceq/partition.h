@@ -117,7 +117,7 @@ OQ_MUST_CHECK oq_err oq_parts_rebalance(oq_db *db, const oq_session *s,
  * has none for s yet. *items (free with oq_items_free) holds *n items,
  * possibly 0 (a session whose block is empty claims only orphans).
  */
-OQ_MUST_CHECK oq_err oq_claim_parts(oq_db *db, const oq_session *s, oq_parts *p,
+OQ_MUST_CHECK oq_err oq_parts_claim(oq_db *db, const oq_session *s, oq_parts *p,
                                     const char *const *queues, size_t nqueues,
                                     int max, oq_item **items, size_t *n);
 
@@ -172,7 +172,7 @@ typedef struct oq_parts_report {
 } oq_parts_report;
 
 /* Read the report; free with oq_parts_report_free (NULL allowed). */
-OQ_MUST_CHECK oq_err oq_parts_report_get(oq_db *db, oq_parts_report **out);
+OQ_MUST_CHECK oq_err oq_parts_report_read(oq_db *db, oq_parts_report **out);
 void oq_parts_report_free(oq_parts_report *r);
 
 #ifdef __cplusplus
