@@ -1,0 +1,4 @@
+# The engine traits in force on a live connection (onceq/traits.h): in the
+# CockroachDB-traits pass of test/run.sh it fails unless the switch is on.
+oq_add_test(it_lib_engine_traits LABEL integration TIMEOUT 60
+            SOURCES engine_traits.c INTERNAL)
