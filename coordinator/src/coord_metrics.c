@@ -2,7 +2,7 @@
  * coord_metrics.c: the coordinator's counters and gauges, their
  * rendering, and the coordinator's side of its --metrics-addr server: its
  * options and error messages (coord_metrics.h). The text format and the
- * server itself are the worker's (worker/src/promtext.h, promhttp.h); the
+ * server itself are common/ (common/src/promtext.h, promhttp.h); the
  * series differ, so they are kept here.
  */
 #include <pthread.h>
@@ -56,7 +56,7 @@ struct co_metrics {
   pthread_mutex_t mu; /* guards q / nq */
   qgauge *q;
   int nq;
-  wk_promhttp *http; /* NULL until co_metrics_serve succeeds */
+  cm_promhttp *http; /* NULL until co_metrics_serve succeeds */
   /* co_metrics_set_page: the status page, or NULL */
   int (*page)(void *ud, const char *url, const char *authorization, char **body,
               size_t *len, const char **ctype);
@@ -92,7 +92,7 @@ void co_metrics_free(co_metrics *m)
 {
   if (!m)
     return;
-  wk_promhttp_stop(m->http);
+  cm_promhttp_stop(m->http);
   clear_queues(m);
   pthread_mutex_destroy(&m->mu);
   free(m);
@@ -148,45 +148,45 @@ void co_metrics_set_queues(co_metrics *m, const co_snapshot *s)
 /* ---- rendering --------------------------------------------------------- */
 
 /* Returns the full length (snprintf semantics), writing what fits into
- * buf. Also wk_promhttp's render callback. */
+ * buf. Also cm_promhttp's render callback. */
 static size_t render_all(void *ud, char *buf, size_t len)
 {
   static const char *const states[4] = {"ready", "scheduled", "running",
                                         "dead"};
   co_metrics *m = ud;
-  wk_prom_out o;
-  wk_prom_out_init(&o, buf, len);
-  wk_prom_info(&o, "onceq_coordinator_info", "Build information.",
+  cm_prom_out o;
+  cm_prom_out_init(&o, buf, len);
+  cm_prom_info(&o, "onceq_coordinator_info", "Build information.",
                oq_version());
-  wk_prom_gauge(&o, "onceq_coordinator_leader",
+  cm_prom_gauge(&o, "onceq_coordinator_leader",
                 "1 while this instance holds the coordinator lease, else 0.",
                 atomic_load(&m->leader) ? 1 : 0);
-  wk_prom_gauge(&o, "onceq_coordinator_healthy",
+  cm_prom_gauge(&o, "onceq_coordinator_healthy",
                 "1 while this instance's session is live, else 0.",
                 atomic_load(&m->healthy) ? 1 : 0);
   for (int c = 0; c < CO_C__COUNT; c++)
-    wk_prom_counter(
+    cm_prom_counter(
         &o, counter_defs[c].name, counter_defs[c].help,
         atomic_load_explicit(&m->counters[c], memory_order_relaxed));
   pthread_mutex_lock(&m->mu);
-  wk_prom_help_type(&o, "onceq_queue_items",
+  cm_prom_help_type(&o, "onceq_queue_items",
                     "Items per queue and state (leader only; counts stop past "
                     "100000).",
                     "gauge");
   for (int i = 0; i < m->nq; i++)
     for (int s = 0; s < 4; s++) {
-      wk_prom_printf(&o, "onceq_queue_items{queue=\"");
-      wk_prom_label_value(&o, m->q[i].queue);
-      wk_prom_printf(&o, "\",state=\"%s\"} %ld\n", states[s], m->q[i].v[s]);
+      cm_prom_printf(&o, "onceq_queue_items{queue=\"");
+      cm_prom_label_value(&o, m->q[i].queue);
+      cm_prom_printf(&o, "\",state=\"%s\"} %ld\n", states[s], m->q[i].v[s]);
     }
-  wk_prom_help_type(&o, "onceq_queue_lag_seconds",
+  cm_prom_help_type(&o, "onceq_queue_lag_seconds",
                     "Age of the oldest ready item per queue, seconds (leader "
                     "only).",
                     "gauge");
   for (int i = 0; i < m->nq; i++) {
-    wk_prom_printf(&o, "onceq_queue_lag_seconds{queue=\"");
-    wk_prom_label_value(&o, m->q[i].queue);
-    wk_prom_printf(&o, "\"} %.3f\n", m->q[i].lag_s);
+    cm_prom_printf(&o, "onceq_queue_lag_seconds{queue=\"");
+    cm_prom_label_value(&o, m->q[i].queue);
+    cm_prom_printf(&o, "\"} %.3f\n", m->q[i].lag_s);
   }
   pthread_mutex_unlock(&m->mu);
   return o.need;
@@ -194,7 +194,7 @@ static size_t render_all(void *ud, char *buf, size_t len)
 
 size_t co_metrics_render(co_metrics *m, char *buf, size_t len)
 {
-  return wk_prom_render_lines(render_all, m, buf, len);
+  return cm_prom_render_lines(render_all, m, buf, len);
 }
 
 /* ---- HTTP -------------------------------------------------------------- */
@@ -208,38 +208,14 @@ static bool is_healthy(void *ud)
 int co_metrics_serve(co_metrics *m, const char *addr, int *bound_port,
                      char *err, size_t errlen)
 {
-  const wk_promhttp_opts opts = {
+  const cm_promhttp_opts opts = {
       .render = render_all,
       .healthy = is_healthy,
       .ud = m,
       .page = m->page,
       .page_ud = m->page_ud,
   };
-  wk_promhttp_addr a;
-  char why[128];
-  if (wk_promhttp_parse_addr(addr, &a, NULL, 0) != 0) {
-    snprintf(err, errlen,
-             "bad --metrics-addr '%.100s': expected HOST:PORT (e.g. "
-             "127.0.0.1:9091; HOST an IPv4 address, [IPv6] or localhost)",
-             addr ? addr : "");
-    return -1;
-  }
-  switch (wk_promhttp_start(&m->http, &a, &opts, bound_port, why, sizeof why)) {
-  case 0:
-    return 0;
-  case WK_PROMHTTP_ELISTEN:
-    snprintf(err, errlen,
-             "cannot listen on %s: %s; choose another "
-             "--metrics-addr",
-             addr, why);
-    return -1;
-  default:
-    snprintf(err, errlen,
-             "cannot start the metrics server on %s (libmicrohttpd failed); "
-             "choose another --metrics-addr",
-             addr);
-    return -1;
-  }
+  return cm_promhttp_serve(&m->http, addr, &opts, bound_port, err, errlen);
 }
 
 void co_metrics_set_page(co_metrics *m,

@@ -63,7 +63,7 @@ int co_metrics_serve(co_metrics *m, const char *addr, int *bound_port,
                      char *err, size_t errlen);
 
 /* Before co_metrics_serve: answer every other GET path with page (the
- * status page, status_page.h; see wk_promhttp_opts.page). */
+ * status page, status_page.h; see cm_promhttp_opts.page). */
 void co_metrics_set_page(co_metrics *m,
                          int (*page)(void *ud, const char *url,
                                      const char *authorization, char **body,

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "codb.h"
+#include "curlpost.h"
+#include "mask.h"
 #include "notify.h"
 
 /* The receiver gets the dead row as JSON, built by the database so the
@@ -43,18 +45,6 @@ struct co_notifier {
   const volatile sig_atomic_t *stop; /* for the progress callback */
 };
 
-static void mask_url(const char *url, char *out, size_t len)
-{
-  const char *scheme_end = strstr(url, "://");
-  const char *host = scheme_end ? scheme_end + 3 : url;
-  const char *slash = strchr(host, '/');
-  const char *at = strchr(host, '@');
-  if (at && (!slash || at < slash))
-    snprintf(out, len, "%.*s***%s", (int)(host - url), url, at);
-  else
-    snprintf(out, len, "%s", url);
-}
-
 co_notifier *co_notifier_new(const char *url, int timeout_ms, char *err,
                              size_t errlen)
 {
@@ -78,7 +68,7 @@ co_notifier *co_notifier_new(const char *url, int timeout_ms, char *err,
     co_notifier_free(n);
     return NULL;
   }
-  mask_url(url, n->shown, sizeof n->shown);
+  cm_mask_url(url, n->shown, sizeof n->shown);
   n->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
   n->policy = oq_retry_policy_item();
   n->policy.base_ms = 1000;
@@ -151,26 +141,24 @@ static long post(co_notifier *n, const char *id, const char *died_us,
     h = t;
   CURL *c = n->curl;
   curl_easy_reset(c);
-  curl_easy_setopt(c, CURLOPT_URL, n->url);
-#if LIBCURL_VERSION_NUM >= 0x075500
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS, CURLPROTO_HTTP | CURLPROTO_HTTPS);
-#endif
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  cm_curl_post p = {.url = n->url,
+                    .user_agent = ua,
+                    .connect_timeout_ms =
+                        n->timeout_ms < 5000 ? n->timeout_ms : 5000,
+                    .timeout_ms = n->timeout_ms,
+                    .progress = on_progress,
+                    .progress_ud = n};
+  CURLcode rc = cm_curl_post_setup(c, &p);
+  if (rc != CURLE_OK) {
+    snprintf(why, whylen, "%s", curl_easy_strerror(rc));
+    curl_slist_free_all(h);
+    return 0;
+  }
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
   curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, ua);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)n->timeout_ms);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   (long)(n->timeout_ms < 5000 ? n->timeout_ms : 5000));
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(c, CURLOPT_XFERINFODATA, n);
-  CURLcode rc = curl_easy_perform(c);
+  rc = curl_easy_perform(c);
   if (rc == CURLE_OK)
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   else

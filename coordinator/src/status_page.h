@@ -1,6 +1,6 @@
 /*
  * status_page.h: the coordinator's read-only status page, served beside
- * /metrics on --metrics-addr (worker/src/promhttp.c calls co_status_serve
+ * /metrics on --metrics-addr (common/src/promhttp.c calls co_status_serve
  * for every other GET path).
  *
  * Routes:
@@ -43,7 +43,7 @@ void co_status_free(co_status *st);
  * Answer GET url (authorization: the request's Authorization header, or
  * NULL). Returns the HTTP status with *body (malloc'd, the caller frees),
  * *len and *ctype (static text) set; 404 for an unknown path.
- * The signature of wk_promhttp_opts.page.
+ * The signature of cm_promhttp_opts.page.
  */
 int co_status_serve(void *st, const char *url, const char *authorization,
                     char **body, size_t *len, const char **ctype);

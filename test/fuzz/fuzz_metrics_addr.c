@@ -1,5 +1,5 @@
 /*
- * fuzz_metrics_addr.c: wk_promhttp_parse_addr (worker/src/promhttp.c), the
+ * fuzz_metrics_addr.c: cm_promhttp_parse_addr (common/src/promhttp.c), the
  * --metrics-addr HOST:PORT of the worker and the coordinator.
  */
 #include "fuzz.h"
@@ -8,16 +8,16 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   char *s = fz_cstr(data, size);
-  wk_promhttp_addr a;
+  cm_promhttp_addr a;
   char why[256];
   why[0] = '\0';
-  int rc = wk_promhttp_parse_addr(s, &a, why, sizeof why);
+  int rc = cm_promhttp_parse_addr(s, &a, why, sizeof why);
   FZ_CHECK(rc == 0 || rc == -1, "returns 0 or -1");
   if (rc == -1)
     FZ_CHECK(why[0] != '\0', "a refusal says what was expected");
   /* why may be NULL */
-  wk_promhttp_addr b;
-  FZ_CHECK(wk_promhttp_parse_addr(s, &b, NULL, 0) == rc,
+  cm_promhttp_addr b;
+  FZ_CHECK(cm_promhttp_parse_addr(s, &b, NULL, 0) == rc,
            "the same answer without why");
   free(s);
   return 0;

@@ -39,7 +39,7 @@ static void exec_check(const char *cmd, const char *path, int want_rc,
 static void http_check(const char *url, int want_rc, const char *want)
 {
   err[0] = '\0';
-  int rc = wk_preflight_http("--http", url, err, sizeof err);
+  int rc = cm_curl_check_url("--http", url, err, sizeof err);
   if (rc != want_rc)
     OQT_FAIL("http(\"%s\") = %d (%s), want %d", url, rc, err, want_rc);
   if (want)

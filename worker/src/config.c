@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "flags.h"
 #include "onceq/onceq.h"
 
 typedef enum opt_kind {
@@ -68,12 +69,9 @@ static const char usage_head[] =
     "  --sql STATEMENT      run in the ack transaction: $1 payload (jsonb),\n"
     "                       $2 id (uuid), $3 queue (text), $4 attempt (int)\n"
     "\n"
-    "options:\n"
-    "  --db URL             database URL or conninfo (default:\n"
-    "                       ONCEQ_DATABASE_URL, DATABASE_URL, PG* variables)\n"
-    "  --queue Q            queue to work (repeatable; default: default)\n"
-    "  --log-level L        debug|info|warn|error (info)\n"
-    "  --log-format F       text|json (text)\n";
+    "options:\n" CM_FLAGS_HELP_DB
+    "  --queue Q            queue to work (repeatable; default: "
+    "default)\n" CM_FLAGS_HELP_LOG;
 
 static void print_usage(void)
 {
@@ -87,7 +85,7 @@ static void print_usage(void)
     snprintf(left, sizeof left, "%s%s", opts[i].name, arg);
     printf("  %-20s %s\n", left, opts[i].help);
   }
-  fputs("\ndurations: 250ms, 5s, 2m, 1h\n"
+  fputs("\n" CM_FLAGS_HELP_DURATIONS
         "exit codes: 0 done or drained, 1 runtime failure, 2 bad usage\n",
         stdout);
 }
@@ -149,11 +147,9 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
         n = sizeof name - 1;
       memcpy(name, a, n);
       name[n] = '\0';
-      if (strcmp(name, "--db") == 0) {
-        free(cfg->db);
-        cfg->db = strdup(eq + 1);
-        oq_conninfo_mask_in_place(eq + 1); /* ps shows argv */
-      }
+      if (strcmp(name, "--db") == 0 &&
+          cm_flag_db(eq + 1, &cfg->db, err, errlen) != 0)
+        return -1;
       val = eq + 1;
       a = name;
     }
@@ -227,11 +223,8 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
       return bad(err, errlen, "%s needs a value; see onceq-worker --help%s", a,
                  NULL);
     if (strcmp(a, "--db") == 0) {
-      if (!inline_val) {
-        free(cfg->db);
-        cfg->db = strdup(val);
-        oq_conninfo_mask_in_place(argv[i + 1]);
-      }
+      if (!inline_val && cm_flag_db(argv[i + 1], &cfg->db, err, errlen) != 0)
+        return -1;
     } else if (strcmp(a, "--queue") == 0) {
       if (cfg->nqueues >= WK_MAX_QUEUES)
         return bad(err, errlen, "too many --queue flags (max 64)%s%s", "",
@@ -256,29 +249,20 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
         return -1;
       cfg->sql = val;
     } else if (strcmp(a, "--log-level") == 0) {
-      cfg->log_level = oq_log_level_parse(val);
-      if (cfg->log_level < 0)
-        return bad(err, errlen,
-                   "--log-level %s is unknown; use debug, info, warn or "
-                   "error%s",
-                   val, NULL);
+      if (cm_flag_log_level(val, &cfg->log_level, err, errlen) != 0)
+        return -1;
     } else if (strcmp(a, "--log-format") == 0) {
-      if (strcmp(val, "json") != 0 && strcmp(val, "text") != 0)
-        return bad(err, errlen,
-                   "--log-format %s is unknown; use text or json%s", val, NULL);
-      cfg->log_json = strcmp(val, "json") == 0;
+      if (cm_flag_log_format(val, &cfg->log_json, err, errlen) != 0)
+        return -1;
     } else if (o->kind == OPT_FLAG) {
       *(bool *)((char *)cfg + o->offset) = true;
       continue;
     } else if (o->kind == OPT_DURATION) {
-      int64_t ms;
       /* one rule with `onceq coordinator`: a duration given is above 0 */
-      if (oq_duration_parse(val, &ms) != OQ_OK || ms <= 0)
-        return bad(err, errlen,
-                   "%s %s: expected a duration above zero, e.g. 250ms, 5s, "
-                   "2m, 1h",
-                   a, val);
-      *(int64_t *)((char *)cfg + o->offset) = ms;
+      if (cm_flag_duration(a, val, false,
+                           (int64_t *)(void *)((char *)cfg + o->offset), err,
+                           errlen) != 0)
+        return -1;
     } else if (o->kind == OPT_INT) {
       char *end;
       long v = strtol(val, &end, 10);
@@ -292,11 +276,6 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     if (!inline_val)
       i++;
   }
-  if (cfg->db && !*cfg->db)
-    return bad(err, errlen,
-               "--db is empty; give a database URL, or leave --db out to use "
-               "ONCEQ_DATABASE_URL, DATABASE_URL or libpq's PG* variables%s%s",
-               "", NULL);
   if (cfg->handler == WK_HANDLER_NONE)
     return bad(err, errlen,
                "no handler given; add one of --exec CMD, --http URL or --sql "

@@ -13,9 +13,10 @@
  *    PostgreSQL text columns, which reject NUL bytes and invalid UTF-8, so
  *    everything goes through oq_text_clean (onceq/text.h): invalid bytes
  *    become '?' and a character cut by a length limit is dropped.
- *  - masked URL: the URL with the password of its userinfo replaced by
- *    "***" (or the whole userinfo when it has no ':', since a lone user
- *    part is often a token). Messages only ever carry the masked URL.
+ *  - masked URL: the URL as cm_mask_url (common/src/mask.h) shows it:
+ *    the password of its userinfo replaced by "***" (or the whole
+ *    userinfo when it has no ':', since a lone user part is often a
+ *    token). Messages only ever carry the masked URL.
  *
  * Decisions:
  *  - Redirects are not followed. Following a 301/302/303 turns a POST into
@@ -42,7 +43,9 @@
 
 #include <curl/curl.h>
 
+#include "curlpost.h"
 #include "handler_http.h"
+#include "mask.h"
 
 #define HTTP_CONNECT_TIMEOUT_MS_DEFAULT 5000
 #define HTTP_TIMEOUT_MS_DEFAULT 30000
@@ -117,46 +120,6 @@ static void set_text(char *dst, size_t cap, const char *fmt, ...)
   vsnprintf(dst, cap, fmt, ap);
   va_end(ap);
   oq_text_clean(dst, cap, dst, strlen(dst)); /* a character cut at the end */
-}
-
-/*
- * Mask the userinfo of url into a new string (free with free). When
- * password_out is not NULL it gets a copy of the password (or of the whole
- * userinfo when it has no ':'), NULL when there is none. NULL on
- * out-of-memory.
- */
-static char *mask_url(const char *url, char **password_out)
-{
-  const char *sep = strstr(url, "://");
-  const char *auth = sep ? sep + 3 : url;
-  const char *auth_end = auth + strcspn(auth, "/?#");
-  const char *at = NULL;
-  if (password_out)
-    *password_out = NULL;
-  for (const char *p = auth; p < auth_end; p++)
-    if (*p == '@')
-      at = p;
-  if (!at)
-    return strdup(url);
-
-  const char *colon = memchr(auth, ':', (size_t)(at - auth));
-  const char *secret = colon ? colon + 1 : auth;
-  size_t keep = (size_t)(secret - url);
-  size_t rest = strlen(at);
-  char *out = malloc(keep + 3 + rest + 1);
-  if (!out)
-    return NULL;
-  memcpy(out, url, keep);
-  memcpy(out + keep, "***", 3);
-  memcpy(out + keep + 3, at, rest + 1);
-  if (password_out && at > secret) {
-    *password_out = strndup(secret, (size_t)(at - secret));
-    if (!*password_out) {
-      free(out);
-      return NULL;
-    }
-  }
-  return out;
 }
 
 /* ---- Retry-After --------------------------------------------------------
@@ -421,15 +384,14 @@ wk_http *wk_http_new(const wk_http_cfg *cfg)
       cfg->timeout_ms > 0 ? cfg->timeout_ms : HTTP_TIMEOUT_MS_DEFAULT;
   if (!h)
     return NULL;
-  char *masked = mask_url(url, &h->password);
-  if (masked) {
-    /* clean text: it goes into error messages */
-    size_t n = strlen(masked);
-    h->url_masked = malloc(n + 1);
-    if (h->url_masked)
-      oq_text_clean(h->url_masked, n + 1, masked, n);
-    free(masked);
-  }
+  /* clean text: it goes into error messages */
+  char masked[2048];
+  cm_mask_url(url, masked, sizeof masked);
+  size_t mlen = strlen(masked);
+  h->url_masked = malloc(mlen + 1);
+  if (h->url_masked)
+    oq_text_clean(h->url_masked, mlen + 1, masked, mlen);
+  h->password = cm_url_secret(url);
   h->easy = curl_easy_init();
   h->multi = curl_multi_init();
   if (!h->url_masked || !h->easy || !h->multi)
@@ -438,31 +400,25 @@ wk_http *wk_http_new(const wk_http_cfg *cfg)
            oq_version());
 
   CURL *e = h->easy;
-  CURLcode rc = CURLE_OK;
   /* Options that never change between requests; curl copies strings. */
-  rc |= curl_easy_setopt(e, CURLOPT_URL, url);
-  rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  rc |= curl_easy_setopt(e, CURLOPT_POST, 1L);
-  rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85.0 */
-  rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-  rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS,
-                         (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-  rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-  rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, total_ms);
-  rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, cfg->insecure ? 0L : 1L);
-  rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, cfg->insecure ? 0L : 2L);
-  rc |= curl_easy_setopt(e, CURLOPT_USERAGENT, h->user_agent);
-  rc |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, h->errbuf);
-  rc |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-  rc |= curl_easy_setopt(e, CURLOPT_WRITEDATA, h);
-  rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-  rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, h);
-  rc |= curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-  rc |= curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-  rc |= curl_easy_setopt(e, CURLOPT_XFERINFODATA, h);
+  cm_curl_post p = {.url = url,
+                    .user_agent = h->user_agent,
+                    .connect_timeout_ms = connect_ms,
+                    .timeout_ms = total_ms,
+                    .insecure = cfg->insecure,
+                    .progress = on_progress,
+                    .progress_ud = h};
+  CURLcode rc = cm_curl_post_setup(e, &p);
+  if (rc == CURLE_OK)
+    rc = curl_easy_setopt(e, CURLOPT_ERRORBUFFER, h->errbuf);
+  if (rc == CURLE_OK)
+    rc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  if (rc == CURLE_OK)
+    rc = curl_easy_setopt(e, CURLOPT_WRITEDATA, h);
+  if (rc == CURLE_OK)
+    rc = curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  if (rc == CURLE_OK)
+    rc = curl_easy_setopt(e, CURLOPT_HEADERDATA, h);
   if (rc != CURLE_OK)
     goto fail; /* out of memory (or a libcurl built without http/https) */
   return h;
@@ -619,11 +575,10 @@ static void http_outcome(wk_http *h, long status, wk_result *r)
             : -1;
     set_text(r->error, sizeof r->error, "HTTP %ld%s%s", status, colon, body);
   } else if (status >= 300 && status <= 399) {
-    char *loc = mask_url(h->location, NULL);
+    char loc[HTTP_HEADER_VALUE_MAX + 8];
     char loc_clean[HTTP_HEADER_VALUE_MAX];
-    oq_text_clean(loc_clean, sizeof loc_clean, loc ? loc : "",
-                  loc ? strlen(loc) : 0);
-    free(loc);
+    cm_mask_url(h->location, loc, sizeof loc);
+    oq_text_clean(loc_clean, sizeof loc_clean, loc, strlen(loc));
     set_text(r->error, sizeof r->error,
              "HTTP %ld (redirect to %s not followed)%s%s", status,
              loc_clean[0] ? loc_clean : "(no Location)", colon, body);

@@ -3,26 +3,18 @@
  * then the worker runtime. Signal handlers only count signals; the claim
  * loop acts on the count (first: drain, second: stop now).
  */
-#include <curl/curl.h>
-#include <signal.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "config.h"
+#include "curlpost.h"
 #include "logsink.h"
 #include "metrics.h"
 #include "onceq/onceq.h"
 #include "preflight.h"
+#include "signals.h"
 #include "worker.h"
 
 static volatile sig_atomic_t signals_seen;
-
-static void on_signal(int sig)
-{
-  (void)sig;
-  if (signals_seen < 100)
-    signals_seen++;
-}
 
 /* The one way usage and configuration errors leave: one line on stderr,
  * with anything that looks like a credential masked (a mistyped flag may
@@ -32,6 +24,29 @@ static void usage_line(const char *msg)
   char masked[OQ_ERRBUF_SIZE];
   oq_text_mask_secrets(msg, masked, sizeof masked);
   fprintf(stderr, "onceq-worker: %s\n", masked);
+}
+
+/*
+ * Can we reach the database at all? One connection before anything else,
+ * so that the exit code follows the one rule of every binary (docs/cli.md
+ * "Exit codes"): 2 for what the user must fix (a bad conninfo, a role or
+ * database that does not exist), 1 for what a later run may not meet (the
+ * server down or unreachable, a refused password). Returns 0 or the code
+ * after one line on stderr.
+ */
+static int reach_database(const wk_config *cfg)
+{
+  char err[OQ_ERRBUF_SIZE];
+  oq_db_opts o = {.conninfo = cfg->db,
+                  .application_name = "onceq-worker-preflight"};
+  oq_db *db = NULL;
+  oq_err e = oq_db_open(&o, &db, err, sizeof err);
+  if (e == OQ_OK) {
+    oq_db_close(db);
+    return 0;
+  }
+  usage_line(err);
+  return e == OQ_ERR_CONFIG || e == OQ_ERR_INVALID ? 2 : 1;
 }
 
 int main(int argc, char **argv)
@@ -45,26 +60,23 @@ int main(int argc, char **argv)
     wk_config_free(&cfg);
     return p < 0 ? 2 : 0;
   }
-  wk_logsink_install((oq_log_level)cfg.log_level, cfg.log_json);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  cm_logsink_install((oq_log_level)cfg.log_level, cfg.log_json);
+  cm_signals_install(&signals_seen);
   /* only the HTTP handler uses libcurl's transfers: its TLS set-up costs
    * about 3 MiB of resident memory that an --sql or --exec worker does
    * not need (the README's memory figure) */
   if (cfg.handler == WK_HANDLER_HTTP &&
-      curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-    fprintf(stderr, "onceq-worker: libcurl failed to initialise\n");
+      cm_curl_global_init(err, sizeof err) != 0) {
+    usage_line(err);
     wk_config_free(&cfg);
     return 1;
   }
   wk_metrics *m = NULL;
+  int rc = reach_database(&cfg);
+  if (rc != 0)
+    goto out;
   /* handler mistakes stop us here, not one item at a time */
-  int rc = wk_preflight(&cfg, err, sizeof err);
+  rc = wk_preflight(&cfg, err, sizeof err);
   if (rc != 0) {
     usage_line(err);
     goto out;
@@ -87,7 +99,7 @@ int main(int argc, char **argv)
 out:
   wk_metrics_free(m);
   if (cfg.handler == WK_HANDLER_HTTP)
-    curl_global_cleanup();
+    cm_curl_global_cleanup();
   wk_config_free(&cfg);
   return rc;
 }

@@ -85,7 +85,7 @@ struct wk_metrics {
   atomic_bool healthy;      /* /healthz: 200 while true */
   hist hists[WK_H__COUNT];
   double start_time_s; /* process start, Unix seconds */
-  wk_promhttp *http;   /* NULL until wk_metrics_serve succeeds */
+  cm_promhttp *http;   /* NULL until wk_metrics_serve succeeds */
 };
 
 /* ---- process start time ------------------------------------------------ */
@@ -173,7 +173,7 @@ void wk_metrics_free(wk_metrics *m)
 {
   if (!m)
     return;
-  wk_promhttp_stop(m->http);
+  cm_promhttp_stop(m->http);
   free(m);
 }
 
@@ -240,58 +240,58 @@ void wk_metrics_observe(wk_metrics *m, wk_hist h, double seconds)
 
 /* ---- rendering --------------------------------------------------------- */
 
-static void render_hist(wk_prom_out *o, const hist_def *d, hist *hs)
+static void render_hist(cm_prom_out *o, const hist_def *d, hist *hs)
 {
   char le[32], num[32];
   uint64_t cum = 0, bits;
   double sum;
 
-  wk_prom_help_type(o, d->name, d->help, "histogram");
+  cm_prom_help_type(o, d->name, d->help, "histogram");
   /* Each slot is read once and added up here, so the series is cumulative
    * and +Inf equals _count even while other threads observe. */
   for (size_t i = 0; i <= d->nbounds; i++) {
     cum += atomic_load_explicit(&hs->buckets[i], memory_order_relaxed);
     if (i < d->nbounds)
-      wk_prom_fmt_float(le, sizeof le, d->bounds[i]);
+      cm_prom_fmt_float(le, sizeof le, d->bounds[i]);
     else
       snprintf(le, sizeof le, "+Inf");
-    wk_prom_printf(o, "%s_bucket{le=\"%s\"} %llu\n", d->name, le,
+    cm_prom_printf(o, "%s_bucket{le=\"%s\"} %llu\n", d->name, le,
                    (unsigned long long)cum);
   }
   bits = atomic_load_explicit(&hs->sum_bits, memory_order_relaxed);
   memcpy(&sum, &bits, sizeof sum);
-  wk_prom_fmt_float(num, sizeof num, sum);
-  wk_prom_printf(o, "%s_sum %s\n", d->name, num);
-  wk_prom_printf(o, "%s_count %llu\n", d->name, (unsigned long long)cum);
+  cm_prom_fmt_float(num, sizeof num, sum);
+  cm_prom_printf(o, "%s_sum %s\n", d->name, num);
+  cm_prom_printf(o, "%s_count %llu\n", d->name, (unsigned long long)cum);
 }
 
 /* Render everything; returns the full length (snprintf semantics), writing
- * what fits into buf. Also wk_promhttp's render callback. */
+ * what fits into buf. Also cm_promhttp's render callback. */
 static size_t render_all(void *ud, char *buf, size_t len)
 {
   wk_metrics *m = ud;
-  wk_prom_out o;
+  cm_prom_out o;
   char num[32];
 
-  wk_prom_out_init(&o, buf, len);
-  wk_prom_info(&o, "onceq_worker_info", "Build information about this worker.",
+  cm_prom_out_init(&o, buf, len);
+  cm_prom_info(&o, "onceq_worker_info", "Build information about this worker.",
                oq_version());
 
-  wk_prom_help_type(&o, "process_start_time_seconds",
+  cm_prom_help_type(&o, "process_start_time_seconds",
                     "Start time of the process since unix epoch in seconds.",
                     "gauge");
-  wk_prom_fmt_float(num, sizeof num, m->start_time_s);
-  wk_prom_printf(&o, "process_start_time_seconds %s\n", num);
+  cm_prom_fmt_float(num, sizeof num, m->start_time_s);
+  cm_prom_printf(&o, "process_start_time_seconds %s\n", num);
 
   for (int c = 0; c < WK_C__COUNT; c++)
-    wk_prom_counter(
+    cm_prom_counter(
         &o, counter_defs[c].name, counter_defs[c].help,
         atomic_load_explicit(&m->counters[c], memory_order_relaxed));
 
-  wk_prom_gauge(
+  cm_prom_gauge(
       &o, "onceq_worker_inflight", "Items whose handler is running now.",
       (long long)atomic_load_explicit(&m->inflight, memory_order_relaxed));
-  wk_prom_gauge(&o, "onceq_worker_healthy",
+  cm_prom_gauge(&o, "onceq_worker_healthy",
                 "1 while the worker is healthy (session alive, not fenced), "
                 "else 0.",
                 atomic_load_explicit(&m->healthy, memory_order_relaxed) ? 1
@@ -304,7 +304,7 @@ static size_t render_all(void *ud, char *buf, size_t len)
 
 size_t wk_metrics_render(wk_metrics *m, char *buf, size_t len)
 {
-  return wk_prom_render_lines(render_all, m, buf, len);
+  return cm_prom_render_lines(render_all, m, buf, len);
 }
 
 /* ---- HTTP server ------------------------------------------------------- */
@@ -319,13 +319,11 @@ static bool is_healthy(void *ud)
 int wk_metrics_serve(wk_metrics *m, const char *addr, int *bound_port,
                      char *err, size_t errlen)
 {
-  const wk_promhttp_opts opts = {
+  const cm_promhttp_opts opts = {
       .render = render_all,
       .healthy = is_healthy,
       .ud = m,
   };
-  wk_promhttp_addr la;
-  char why[128];
   int port = 0;
 
   if (!err)
@@ -340,30 +338,11 @@ int wk_metrics_serve(wk_metrics *m, const char *addr, int *bound_port,
     snprintf(err, errlen, "the metrics server is already running");
     return -1;
   }
-  if (wk_promhttp_parse_addr(addr, &la, why, sizeof why) != 0) {
-    snprintf(err, errlen, "bad --metrics-addr '%.100s': %s", addr ? addr : "",
-             why);
+  if (cm_promhttp_serve(&m->http, addr, &opts, &port, err, errlen) != 0)
     return -1;
-  }
-  switch (wk_promhttp_start(&m->http, &la, &opts, &port, why, sizeof why)) {
-  case 0:
-    break;
-  case WK_PROMHTTP_ELISTEN:
-    snprintf(err, errlen,
-             "cannot listen on %s: %s; choose another --metrics-addr", la.shown,
-             why);
-    return -1;
-  default:
-    snprintf(err, errlen,
-             "cannot start the metrics server on %s (libmicrohttpd "
-             "failed; see the log); choose another --metrics-addr",
-             la.shown);
-    return -1;
-  }
   if (bound_port)
     *bound_port = port;
   OQ_LOG(OQ_LOG_INFO, "", "",
-         "metrics: serving /metrics and /healthz on %s (port %d)", la.shown,
-         port);
+         "metrics: serving /metrics and /healthz on %s (port %d)", addr, port);
   return 0;
 }

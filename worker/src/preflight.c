@@ -4,7 +4,6 @@
  * --exec's argv[0].
  */
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "curlpost.h"
 #include "onceq/onceq.h"
 #include "onceq/stmt.h"
 #include "preflight.h"
@@ -179,52 +179,6 @@ int wk_preflight_exec(const char *cmd, const char *path, char *err,
   return 2;
 }
 
-int wk_preflight_http(const char *flag, const char *url, char *err,
-                      size_t errlen)
-{
-  CURLU *u = curl_url();
-  if (!u) {
-    snprintf(err, errlen, "out of memory checking %s", flag);
-    return 1;
-  }
-  int rc = 0;
-  char *scheme = NULL, *host = NULL, *port = NULL;
-  /* the URL itself is never printed: it may hold credentials */
-  CURLUcode c = curl_url_set(u, CURLUPART_URL, url, 0);
-  if (c != CURLUE_OK) {
-    snprintf(err, errlen,
-             "%s URL is not usable: %s; fix it (e.g. "
-             "https://host:8443/path, port 1-65535)",
-             flag, curl_url_strerror(c));
-    rc = 2;
-    goto out;
-  }
-  if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-      (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
-    snprintf(err, errlen, "%s URL must start with http:// or https://", flag);
-    rc = 2;
-    goto out;
-  }
-  if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
-    snprintf(err, errlen, "%s URL has no host; e.g. https://host/path", flag);
-    rc = 2;
-    goto out;
-  }
-  if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK &&
-      strtol(port, NULL, 10) == 0) {
-    snprintf(err, errlen, "%s URL has port 0; give a port from 1 to 65535",
-             flag);
-    rc = 2;
-    goto out;
-  }
-out:
-  curl_free(port);
-  curl_free(scheme);
-  curl_free(host);
-  curl_url_cleanup(u);
-  return rc;
-}
-
 int wk_preflight(const wk_config *cfg, char *err, size_t errlen)
 {
   switch (cfg->handler) {
@@ -234,7 +188,7 @@ int wk_preflight(const wk_config *cfg, char *err, size_t errlen)
     return wk_preflight_exec(cfg->exec_argv ? cfg->exec_argv[0] : NULL, NULL,
                              err, errlen);
   case WK_HANDLER_HTTP:
-    return wk_preflight_http("--http", cfg->http_url, err, errlen);
+    return cm_curl_check_url("--http", cfg->http_url, err, errlen);
   case WK_HANDLER_NONE:
     break;
   }

@@ -33,10 +33,9 @@ int wk_preflight_sql_text(const char *sql, char *err, size_t errlen);
 int wk_preflight_exec(const char *cmd, const char *path, char *err,
                       size_t errlen);
 
-/* The URL check of --http (and of the coordinator's --notify-url; flag
- * names it in the message): 0 or 2 with one line in err. The URL itself is
- * never echoed, as it may hold credentials. */
-int wk_preflight_http(const char *flag, const char *url, char *err,
-                      size_t errlen);
+/* The URL check of --http is cm_curl_check_url (common/src/curlpost.h),
+ * shared with the coordinator's --notify-url. */
+#include "curlpost.h"
+#define wk_preflight_http cm_curl_check_url
 
 #endif

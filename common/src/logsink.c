@@ -68,7 +68,7 @@ static void sink(void *ud, oq_log_level level, const char *session,
   pthread_mutex_unlock(&mu);
 }
 
-void wk_logsink_install(oq_log_level level, bool json)
+void cm_logsink_install(oq_log_level level, bool json)
 {
   as_json = json;
   oq_log_set_sink(sink, NULL, level);

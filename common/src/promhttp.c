@@ -31,9 +31,9 @@ typedef int MHD_RESULT; /* before 0.9.71 handlers returned int */
 typedef enum MHD_Result MHD_RESULT;
 #endif
 
-struct wk_promhttp {
+struct cm_promhttp {
   struct MHD_Daemon *daemon;
-  wk_promhttp_opts o; /* a copy: the daemon's thread reads it until stop */
+  cm_promhttp_opts o; /* a copy: the daemon's thread reads it until stop */
 };
 
 /* ---- requests ---------------------------------------------------------- */
@@ -61,7 +61,7 @@ static MHD_RESULT reply_static(struct MHD_Connection *conn, unsigned int status,
 
 #define MAX_RENDERS 8
 
-static MHD_RESULT reply_metrics(const wk_promhttp_opts *o,
+static MHD_RESULT reply_metrics(const cm_promhttp_opts *o,
                                 struct MHD_Connection *conn)
 {
   struct MHD_Response *r;
@@ -85,7 +85,7 @@ static MHD_RESULT reply_metrics(const wk_promhttp_opts *o,
     if (need < cap)
       break;
     if (tries >= MAX_RENDERS) {
-      need = wk_prom_render_lines(o->render, o->ud, text, cap);
+      need = cm_prom_render_lines(o->render, o->ud, text, cap);
       break;
     }
     cap = need + 1024;
@@ -102,7 +102,7 @@ static MHD_RESULT reply_metrics(const wk_promhttp_opts *o,
 }
 
 /* Any other GET path, answered by o->page (promhttp.h). */
-static MHD_RESULT reply_page(const wk_promhttp_opts *o,
+static MHD_RESULT reply_page(const cm_promhttp_opts *o,
                              struct MHD_Connection *conn, const char *url)
 {
   struct MHD_Response *r;
@@ -145,7 +145,7 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn,
                              const char *version, const char *upload_data,
                              size_t *upload_data_size, void **con_cls)
 {
-  const wk_promhttp_opts *o = &((wk_promhttp *)cls)->o;
+  const cm_promhttp_opts *o = &((cm_promhttp *)cls)->o;
   bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                 strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
   bool known = strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0;
@@ -196,7 +196,7 @@ static int parse_port(const char *s, unsigned *port)
 }
 
 /* Numeric hosts only (plus localhost), so start-up never waits on DNS. */
-int wk_promhttp_parse_addr(const char *addr, wk_promhttp_addr *a, char *why,
+int cm_promhttp_parse_addr(const char *addr, cm_promhttp_addr *a, char *why,
                            size_t whylen)
 {
   char host[64];
@@ -297,11 +297,11 @@ int wk_promhttp_parse_addr(const char *addr, wk_promhttp_addr *a, char *why,
 
 /* We bind and listen ourselves (rather than MHD_OPTION_SOCK_ADDR) so a
  * failure carries its errno, and the message can say exactly what to fix. */
-int wk_promhttp_start(wk_promhttp **out, const wk_promhttp_addr *a,
-                      const wk_promhttp_opts *o, int *bound_port, char *why,
+int cm_promhttp_start(cm_promhttp **out, const cm_promhttp_addr *a,
+                      const cm_promhttp_opts *o, int *bound_port, char *why,
                       size_t whylen)
 {
-  wk_promhttp *h;
+  cm_promhttp *h;
   struct sockaddr_storage got;
   socklen_t gotlen = sizeof got;
   struct stat st;
@@ -354,7 +354,7 @@ int wk_promhttp_start(wk_promhttp **out, const wk_promhttp_addr *a,
       close(fd); /* still ours: MHD failed before taking it */
     close(keep);
     free(h);
-    return WK_PROMHTTP_ESTART;
+    return CM_PROMHTTP_ESTART;
   }
   close(keep); /* the daemon owns fd from here */
   if (bound_port)
@@ -373,13 +373,41 @@ sys_fail:
   if (fd >= 0)
     close(fd);
   free(h);
-  return WK_PROMHTTP_ELISTEN;
+  return CM_PROMHTTP_ELISTEN;
 }
 
-void wk_promhttp_stop(wk_promhttp *h)
+void cm_promhttp_stop(cm_promhttp *h)
 {
   if (!h)
     return;
   MHD_stop_daemon(h->daemon); /* joins its thread, closes the socket */
   free(h);
+}
+
+int cm_promhttp_serve(cm_promhttp **out, const char *addr,
+                      const cm_promhttp_opts *o, int *bound_port, char *err,
+                      size_t errlen)
+{
+  cm_promhttp_addr a;
+  char why[128];
+  if (cm_promhttp_parse_addr(addr, &a, why, sizeof why) != 0) {
+    snprintf(err, errlen, "bad --metrics-addr '%.100s': %s", addr ? addr : "",
+             why);
+    return -1;
+  }
+  switch (cm_promhttp_start(out, &a, o, bound_port, why, sizeof why)) {
+  case 0:
+    return 0;
+  case CM_PROMHTTP_ELISTEN:
+    snprintf(err, errlen,
+             "cannot listen on %s: %s; choose another --metrics-addr", a.shown,
+             why);
+    return -1;
+  default:
+    snprintf(err, errlen,
+             "cannot start the metrics server on %s (libmicrohttpd "
+             "failed; see the log); choose another --metrics-addr",
+             a.shown);
+    return -1;
+  }
 }

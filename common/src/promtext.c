@@ -12,7 +12,7 @@
 
 #include "promtext.h"
 
-void wk_prom_out_init(wk_prom_out *o, char *buf, size_t len)
+void cm_prom_out_init(cm_prom_out *o, char *buf, size_t len)
 {
   o->buf = buf;
   o->len = len;
@@ -21,7 +21,7 @@ void wk_prom_out_init(wk_prom_out *o, char *buf, size_t len)
     buf[0] = '\0';
 }
 
-void wk_prom_printf(wk_prom_out *o, const char *fmt, ...)
+void cm_prom_printf(cm_prom_out *o, const char *fmt, ...)
 {
   va_list ap;
   int n;
@@ -37,50 +37,50 @@ void wk_prom_printf(wk_prom_out *o, const char *fmt, ...)
     o->need += (size_t)n;
 }
 
-void wk_prom_help_type(wk_prom_out *o, const char *name, const char *help,
+void cm_prom_help_type(cm_prom_out *o, const char *name, const char *help,
                        const char *type)
 {
-  wk_prom_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+  cm_prom_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-void wk_prom_counter(wk_prom_out *o, const char *name, const char *help,
+void cm_prom_counter(cm_prom_out *o, const char *name, const char *help,
                      uint64_t v)
 {
-  wk_prom_help_type(o, name, help, "counter");
-  wk_prom_printf(o, "%s %llu\n", name, (unsigned long long)v);
+  cm_prom_help_type(o, name, help, "counter");
+  cm_prom_printf(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
-void wk_prom_gauge(wk_prom_out *o, const char *name, const char *help,
+void cm_prom_gauge(cm_prom_out *o, const char *name, const char *help,
                    long long v)
 {
-  wk_prom_help_type(o, name, help, "gauge");
-  wk_prom_printf(o, "%s %lld\n", name, v);
+  cm_prom_help_type(o, name, help, "gauge");
+  cm_prom_printf(o, "%s %lld\n", name, v);
 }
 
-void wk_prom_info(wk_prom_out *o, const char *name, const char *help,
+void cm_prom_info(cm_prom_out *o, const char *name, const char *help,
                   const char *version)
 {
-  wk_prom_help_type(o, name, help, "gauge");
-  wk_prom_printf(o, "%s{version=\"", name);
-  wk_prom_label_value(o, version);
-  wk_prom_printf(o, "\"} 1\n");
+  cm_prom_help_type(o, name, help, "gauge");
+  cm_prom_printf(o, "%s{version=\"", name);
+  cm_prom_label_value(o, version);
+  cm_prom_printf(o, "\"} 1\n");
 }
 
-void wk_prom_label_value(wk_prom_out *o, const char *s)
+void cm_prom_label_value(cm_prom_out *o, const char *s)
 {
   for (; *s; s++) {
     if (*s == '\\')
-      wk_prom_printf(o, "\\\\");
+      cm_prom_printf(o, "\\\\");
     else if (*s == '"')
-      wk_prom_printf(o, "\\\"");
+      cm_prom_printf(o, "\\\"");
     else if (*s == '\n')
-      wk_prom_printf(o, "\\n");
+      cm_prom_printf(o, "\\n");
     else
-      wk_prom_printf(o, "%c", *s);
+      cm_prom_printf(o, "%c", *s);
   }
 }
 
-void wk_prom_fmt_float(char *dst, size_t len, double v)
+void cm_prom_fmt_float(char *dst, size_t len, double v)
 {
   if (isnan(v)) {
     snprintf(dst, len, "NaN");
@@ -103,7 +103,7 @@ void wk_prom_fmt_float(char *dst, size_t len, double v)
   }
 }
 
-size_t wk_prom_render_lines(size_t (*render)(void *ud, char *buf, size_t len),
+size_t cm_prom_render_lines(size_t (*render)(void *ud, char *buf, size_t len),
                             void *ud, char *buf, size_t len)
 {
   size_t need, end;

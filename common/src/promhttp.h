@@ -1,6 +1,6 @@
 /*
  * promhttp.h: the HTTP server behind --metrics-addr, shared by the worker
- * (metrics.c) and the coordinator (coordinator/src/coord_metrics.c):
+ * (worker/src/metrics.c) and the coordinator (coordinator/src/coord_metrics.c):
  * parses the listen address, binds it, and serves GET/HEAD /metrics from a
  * render callback and /healthz from a health callback on libmicrohttpd's
  * own thread. Other paths answer 404, other methods 405 (with Allow).
@@ -10,11 +10,11 @@
  * message, so each daemon keeps its own wording.
  *
  * Thread safety: the callbacks run on the server's thread, concurrently
- * with everything else; wk_promhttp_start and wk_promhttp_stop are the caller's
+ * with everything else; cm_promhttp_start and cm_promhttp_stop are the caller's
  * to serialise.
  */
-#ifndef ONCEQ_WORKER_PROMHTTP_H
-#define ONCEQ_WORKER_PROMHTTP_H
+#ifndef ONCEQ_COMMON_PROMHTTP_H
+#define ONCEQ_COMMON_PROMHTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,17 +22,17 @@
 
 #include "onceq/err.h"
 
-typedef struct wk_promhttp wk_promhttp;
+typedef struct cm_promhttp cm_promhttp;
 
 /* A parsed listen address, and "HOST:PORT" as messages show it (with the
  * host defaulted: "9090" shows as "127.0.0.1:9090"). */
-typedef struct wk_promhttp_addr {
+typedef struct cm_promhttp_addr {
   struct sockaddr_storage ss;
   socklen_t sslen;
   char shown[80];
-} wk_promhttp_addr;
+} cm_promhttp_addr;
 
-typedef struct wk_promhttp_opts {
+typedef struct cm_promhttp_opts {
   /* The exposition text, with snprintf semantics: writes what fits into
    * buf (NUL-terminated) and returns the full length. */
   size_t (*render)(void *ud, char *buf, size_t len);
@@ -49,12 +49,12 @@ typedef struct wk_promhttp_opts {
   int (*page)(void *page_ud, const char *url, const char *authorization,
               char **body, size_t *len, const char **ctype);
   void *page_ud;
-} wk_promhttp_opts;
+} cm_promhttp_opts;
 
-/* wk_promhttp_start's failures. */
+/* cm_promhttp_start's failures. */
 enum {
-  WK_PROMHTTP_ELISTEN = -1, /* socket/bind/listen failed; why: strerror */
-  WK_PROMHTTP_ESTART = -2   /* libmicrohttpd refused; it logged why */
+  CM_PROMHTTP_ELISTEN = -1, /* socket/bind/listen failed; why: strerror */
+  CM_PROMHTTP_ESTART = -2   /* libmicrohttpd refused; it logged why */
 };
 
 /*
@@ -62,18 +62,28 @@ enum {
  * 127.0.0.1) or "[IPv6]:PORT"; PORT 0 picks one at start. 0, or -1 with
  * what was expected in why ("expected HOST:PORT ..."; why may be NULL).
  */
-int wk_promhttp_parse_addr(const char *addr, wk_promhttp_addr *a, char *why,
+int cm_promhttp_parse_addr(const char *addr, cm_promhttp_addr *a, char *why,
                            size_t whylen);
 
 /* Bind a and serve o (copied). 0 with *out set and *bound_port (may be
- * NULL) the port, or a WK_PROMHTTP_E* with *out and *bound_port untouched. */
-OQ_MUST_CHECK int wk_promhttp_start(wk_promhttp **out,
-                                    const wk_promhttp_addr *a,
-                                    const wk_promhttp_opts *o, int *bound_port,
+ * NULL) the port, or a CM_PROMHTTP_E* with *out and *bound_port untouched. */
+OQ_MUST_CHECK int cm_promhttp_start(cm_promhttp **out,
+                                    const cm_promhttp_addr *a,
+                                    const cm_promhttp_opts *o, int *bound_port,
                                     char *why, size_t whylen);
+
+/*
+ * --metrics-addr as both daemons take it: parse addr, then start as
+ * cm_promhttp_start, with the failures worded for the flag in err ("bad
+ * --metrics-addr ...", "cannot listen on ...; choose another
+ * --metrics-addr"). 0 with *out and *bound_port (may be NULL) set, or -1.
+ */
+OQ_MUST_CHECK int cm_promhttp_serve(cm_promhttp **out, const char *addr,
+                                    const cm_promhttp_opts *o, int *bound_port,
+                                    char *err, size_t errlen);
 
 /* Stop serving, close the socket, free h (NULL is fine). Waits for a
  * request in progress. */
-void wk_promhttp_stop(wk_promhttp *h);
+void cm_promhttp_stop(cm_promhttp *h);
 
 #endif

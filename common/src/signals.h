@@ -1,0 +1,27 @@
+/*
+ * signals.h: the daemons' signal handling, one rule for both (STYLE:
+ * handlers only set flags, the loop acts). SIGTERM and SIGINT are counted
+ * into the caller's counter: the first asks for a drain or a clean stop,
+ * the second for a stop now; the daemon's loop reads the count at least
+ * every second. SIGPIPE is ignored (a peer that hangs up is an error
+ * return, not a death).
+ *
+ * Thread safety: install once on the main thread before other threads
+ * start; the counter is written by the handler only.
+ */
+#ifndef ONCEQ_COMMON_SIGNALS_H
+#define ONCEQ_COMMON_SIGNALS_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Count SIGTERM and SIGINT into *count (capped at 100), ignore SIGPIPE.
+ * count must outlive the process's use of the handlers. */
+void cm_signals_install(volatile sig_atomic_t *count);
+
+/* Sleep until the monotonic deadline (oq_monotonic_ms) in slices of at
+ * most 100 ms; false as soon as *count is non-zero. */
+bool cm_nap_until(uint64_t deadline_ms, const volatile sig_atomic_t *count);
+
+#endif
