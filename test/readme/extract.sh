@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# extract.sh: print or save the README code block that follows a marker.
+# extract.sh: print or save the documentation code block that follows a
+# marker, from README.md or one of docs/*.md.
 #
-# Usage: test/readme/extract.sh README.md NAME [OUTFILE]
+# Usage: test/readme/extract.sh FILE.md NAME [OUTFILE]
 #
-# A runnable README block is the first fenced block (``` ... ```) after the
-# line `<!-- readme-test: NAME -->`; only blank lines may stand between the
+# A runnable block is the first fenced block (``` ... ```) after the line
+# `<!-- readme-test: NAME -->`; only blank lines may stand between the
 # marker and the opening fence. The tests extract the examples at test time
-# and keep no copy of their own, so the README cannot drift from what is
-# tested. Exits 1, naming the problem, when the marker is missing or
-# repeated, or its block is missing, empty or unterminated.
+# and keep no copy of their own, so the documentation cannot drift from what
+# is tested (run_examples.sh finds the one file that holds NAME). Exits 1,
+# naming the problem, when the marker is missing or repeated, or its block
+# is missing, empty or unterminated.
 set -euo pipefail
 
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
-  echo "usage: $0 README.md NAME [OUTFILE]" >&2
+  echo "usage: $0 FILE.md NAME [OUTFILE]" >&2
   exit 2
 fi
 readme=$1
@@ -53,7 +55,7 @@ awk -v want="<!-- readme-test: $name -->" '
   END {
     if (bad) { exit 1 }
     if (markers == 0) {
-      printf "no marker %s in the README\n", want > "/dev/stderr"; exit 1
+      printf "no marker %s in %s\n", want, FILENAME > "/dev/stderr"; exit 1
     }
     if (markers > 1) {
       printf "marker %s appears %d times; names must be unique\n",

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# run_examples.sh: run the README's examples and commands, one ctest test per
-# mode, so that every command in the README is run by a test.
+# run_examples.sh: run the examples and commands of the README and of the
+# manual in docs/*.md, one ctest test per mode, so that every command in the
+# documentation is run by a test.
 #
 # Usage: test/readme/run_examples.sh MODE
-#   coverage  every fenced block in the README is marked readme-test (and is
-#             run by a mode below) or readme-skip (with the reason); every
-#             marked block extracts; the error-code table matches err.h
+#   coverage  every fenced block in README.md and docs/*.md is marked
+#             readme-test (and is run by a mode below) or readme-skip (with
+#             the reason); every marked block extracts and its name is used
+#             once across all the files; the error-code table
+#             (docs/c-api.md) matches err.h
 #   psql      the SQL examples through the README's psql command
 #   python    the psycopg 3 example (ONCEQ_TEST_PYTHON or /usr/bin/python3)
 #   node      the node-postgres example (npm ci into test/readme/node first)
-#   c_api     the C example, built against the static library
+#   c_api     the README's short C example and the complete one of
+#             docs/c-api.md, built against the static library
 #   worker    the onceq-worker command (ONCEQ_WORKER_BIN)
-#   install   cmake --install into a staging dir, then the README's
+#   install   cmake --install into a staging dir, then the documented
 #             pkg-config and compile commands against the installed files
 #
-# The examples are extracted from README.md at test time (extract.sh); this
-# script holds no copy of them. Every database mode creates a fresh database
+# The examples are extracted from README.md and docs/*.md at test time
+# (extract.sh; a block is found by its marker's unique name, whichever file
+# it is in); this script holds no copy of them. Every database mode creates a fresh database
 # on the harness server (ONCEQ_TEST_DSN, an admin key=value conninfo),
 # migrates it with the README's `onceq migrate` commands, runs the example
 # with DATABASE_URL pointing at it, and checks the database with psql.
@@ -28,7 +33,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
-readme=$root/README.md
+# Every documentation file whose fenced blocks are marked and tested.
+docs=("$root/README.md" "$root"/docs/*.md)
 mode=${1:-}
 
 fail() {
@@ -43,12 +49,28 @@ note() { echo "--- $*"; }
 
 # ---------------------------------------------------------------- helpers
 
-# block NAME: extract the README block after <!-- readme-test: NAME --> into
-# $work/NAME and print it, so a failing run shows exactly what it ran.
+# doc_of NAME: the one documentation file (README.md or docs/*.md) that
+# holds the marker <!-- readme-test: NAME -->.
+doc_of() {
+  local f found=()
+  for f in "${docs[@]}"; do
+    grep -Eq "^[[:space:]]*<!-- readme-test: $1 -->[[:space:]]*\$" "$f" &&
+      found+=("$f")
+  done
+  [ "${#found[@]}" -eq 1 ] || fail "readme-test block '$1' is in ${#found[@]} files" \
+    "(${found[*]#"$root/"}); it must be in exactly one of README.md, docs/*.md"
+  printf '%s\n' "${found[0]}"
+}
+
+# block NAME: extract the block after <!-- readme-test: NAME --> (in README.md
+# or docs/*.md) into $work/NAME and print it, so a failing run shows exactly
+# what it ran.
 block() {
-  "$here/extract.sh" "$readme" "$1" "$work/$1" ||
-    fail "cannot extract README block '$1'"
-  note "README block $1:"
+  local doc
+  doc=$(doc_of "$1") || exit 1
+  "$here/extract.sh" "$doc" "$1" "$work/$1" ||
+    fail "cannot extract block '$1' of ${doc#"$root/"}"
+  note "block $1 (${doc#"$root/"}):"
   sed 's/^/    | /' "$work/$1"
 }
 
@@ -222,56 +244,117 @@ trap cleanup EXIT
 mode_coverage() {
   # 1. Every fenced block is marked. A fence opens a block when we are
   #    outside one; the nearest non-blank line above it must be a marker.
-  local report
-  report=$(awk '
-    function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
-    /^[ \t]*```/ {
-      if (!inside) {
-        inside = 1
-        if (prev !~ /^<!-- readme-test: [A-Za-z0-9._-]+ -->$/ &&
-            prev !~ /^<!-- readme-skip: [^ ].* -->$/)
-          printf "README.md:%d: fenced block without a readme-test or readme-skip marker\n", NR
-      } else {
-        inside = 0
+  local report doc
+  for doc in "${docs[@]}"; do
+    report=$(awk -v file="${doc#"$root/"}" '
+      function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
+      /^[ \t]*```/ {
+        if (!inside) {
+          inside = 1
+          if (prev !~ /^<!-- readme-test: [A-Za-z0-9._-]+ -->$/ &&
+              prev !~ /^<!-- readme-skip: [^ ].* -->$/)
+            printf "%s:%d: fenced block without a readme-test or readme-skip marker\n", file, NR
+        } else {
+          inside = 0
+        }
+        prev = trim($0); next
       }
-      prev = trim($0); next
-    }
-    trim($0) != "" { prev = trim($0) }
-    END { if (inside) print "README.md: a fenced block is not closed" }
-  ' "$readme")
-  [ -z "$report" ] || fail "$report"
-  echo "ok: every fenced block is marked"
+      trim($0) != "" { prev = trim($0) }
+      END { if (inside) printf "%s: a fenced block is not closed\n", file }
+    ' "$doc")
+    [ -z "$report" ] || fail "$report"
+  done
+  echo "ok: every fenced block of README.md and docs/*.md is marked (${#docs[@]} files)"
 
-  # 2. Every readme-test block extracts, and some mode of this script runs it.
+  # 2. Every readme-test block extracts, its name is used once across all
+  #    the files, and some mode of this script runs it.
   local names name n=0
   names=$(sed -n 's/^[ \t]*<!-- readme-test: \([A-Za-z0-9._-]*\) -->[ \t]*$/\1/p' \
-    "$readme")
-  [ -n "$names" ] || fail "no readme-test markers in README.md"
+    "${docs[@]}")
+  [ -n "$names" ] || fail "no readme-test markers in README.md or docs/*.md"
+  name=$(sort <<<"$names" | uniq -d | head -n1)
+  [ -z "$name" ] || fail "readme-test name '$name' is used more than once"
   for name in $names; do
-    "$here/extract.sh" "$readme" "$name" "$work/$name" ||
-      fail "README block $name does not extract"
+    doc=$(doc_of "$name") || exit 1
+    "$here/extract.sh" "$doc" "$name" "$work/$name" ||
+      fail "block $name of ${doc#"$root/"} does not extract"
     grep -Eq "^[[:space:]]*block $name([[:space:]]|\$)" "${BASH_SOURCE[0]}" ||
-      fail "README block $name is marked readme-test but no test runs it"
+      fail "block $name (${doc#"$root/"}) is marked readme-test but no test runs it"
     n=$((n + 1))
   done
   echo "ok: $n readme-test blocks extract and are run"
 
-  # 3. The error-code table lists exactly the codes of err.h.
+  # 2b. README.md is the front door: at most 250 lines (the manual is docs/).
+  local lines
+  lines=$(wc -l <"$root/README.md")
+  [ "$lines" -le 250 ] ||
+    fail "README.md has $lines lines; keep it <= 250 and move detail to docs/"
+  echo "ok: README.md has $lines lines (<= 250)"
+
+  # 3. The error-code table of docs/c-api.md lists exactly the codes of
+  #    err.h, each with the meaning and the "what to do" that err.h's table
+  #    gives it (err.h is the source; the docs repeat it).
   local err_h=$root/lib/include/onceq/err.h code
+  local table=$root/docs/c-api.md
   local codes
   codes=$(sed -n 's/^[ \t]*\(OQ_[A-Z_]*\)[ \t]*[=,].*/\1/p' "$err_h" |
     grep -v '^OQ_ERR__COUNT$')
   [ -n "$codes" ] || fail "no codes found in $err_h"
   for code in $codes; do
-    grep -q "^| \`$code\` |" "$readme" ||
-      fail "error code $code (err.h) is missing from the README's table"
+    grep -q "^| \`$code\` |" "$table" ||
+      fail "error code $code (err.h) is missing from the table in docs/c-api.md"
   done
   # shellcheck disable=SC2016 # the backquotes are Markdown, not expansions
   while read -r code; do
     grep -qx "$code" <<<"$codes" ||
-      fail "the README's table lists $code, which err.h does not define"
-  done < <(sed -n 's/^| `\(OQ_[A-Z_]*\)` |.*/\1/p' "$readme")
-  echo "ok: the error table matches err.h ($(wc -w <<<"$codes") codes)"
+      fail "the table in docs/c-api.md lists $code, which err.h does not define"
+  done < <(sed -n 's/^| `\(OQ_[A-Z_]*\)` |.*/\1/p' "$table")
+  # err.h's rows: the comment above each code gives its oq_strerror text,
+  # "means:" and "do:" (wrapped lines joined); rebuilt as Markdown rows,
+  # they must be the docs' rows word for word.
+  local hrows drows
+  # shellcheck disable=SC2016 # the backquotes are Markdown, not expansions
+  hrows=$(awk '
+    function add(t) {
+      if (field == "means") means = means (means == "" ? "" : " ") t
+      else if (field == "do") todo = todo (todo == "" ? "" : " ") t
+    }
+    /^[ \t]*\/\* oq_strerror: "/ {
+      st = $0; sub(/^[^"]*"/, "", st); sub(/".*$/, "", st)
+      means = ""; todo = ""; field = ""; inc = 1; next
+    }
+    inc && /^[ \t]*\*/ {
+      line = $0; sub(/[ \t]*\*\/[ \t]*$/, "", line); sub(/^[ \t]*\*[ \t]?/, "", line)
+      if (line ~ /^means: /) { field = "means"; sub(/^means: /, "", line) }
+      else if (line ~ /^do: /) { field = "do"; sub(/^do: /, "", line) }
+      sub(/^[ \t]+/, "", line)
+      if (line != "") add(line)
+      next
+    }
+    inc && /^[ \t]*OQ_[A-Z_]+( = [0-9]+)?,/ {
+      code = $1; sub(/,$/, "", code)
+      printf "| `%s` | %s | %s | %s|\n", code, st, means, (todo == "" ? "" : todo " ")
+      inc = 0
+    }
+  ' "$err_h")
+  drows=$(grep '^| `OQ_' "$table")
+  [ "$(wc -l <<<"$hrows")" -eq "$(wc -w <<<"$codes")" ] ||
+    fail "err.h documents $(wc -l <<<"$hrows") codes (oq_strerror/means/do) of $(wc -w <<<"$codes")"
+  if [ "$hrows" != "$drows" ]; then
+    diff <(echo "$hrows") <(echo "$drows") >&2 || true
+    fail "the error table of docs/c-api.md differs from err.h's comments (< err.h, > docs)"
+  fi
+  # oq_strerror returns the text err.h gives (lib/src/err.c's table).
+  local htexts ctexts
+  # shellcheck disable=SC2016 # the backquotes are Markdown, not expansions
+  htexts=$(sed -n 's/^| `\(OQ_[A-Z_]*\)` | \([^|]*\) |.*/\1 \2/p' <<<"$hrows")
+  ctexts=$(sed -n 's/^[ \t]*\[\(OQ_[A-Z_]*\)\] = "\(.*\)",$/\1 \2/p' \
+    "$root/lib/src/err.c")
+  if [ "$htexts" != "$ctexts" ]; then
+    diff <(echo "$htexts") <(echo "$ctexts") >&2 || true
+    fail "oq_strerror's texts (lib/src/err.c) differ from err.h's (< err.h, > err.c)"
+  fi
+  echo "ok: the error table matches err.h ($(wc -w <<<"$codes") codes, meaning and what to do)"
 
   # 4. The documented default attempt count is the library's and schema's.
   local max
@@ -280,8 +363,8 @@ mode_coverage() {
   grep -q "max_attempts INT NOT NULL DEFAULT $max " \
     "$root/schema/0001_init.pg.sql" ||
     fail "schema default max_attempts differs from OQ_DEFAULT_MAX_ATTEMPTS=$max"
-  grep -q "(default $max)" "$readme" ||
-    fail "the README does not state the default max_attempts ($max)"
+  grep -q "(default $max)" "${docs[@]}" ||
+    fail "no documentation file states the default max_attempts ($max)"
   echo "ok: default max_attempts is $max everywhere"
 }
 
@@ -456,23 +539,57 @@ add_poison() {
   [ -n "$poison" ] || fail "could not insert the unknown-order item"
 }
 
-mode_c_api() {
+# compile_c NAME.c: build a C example against the static library, with
+# every warning an error.
+compile_c() {
   local cc=${ONCEQ_CC:-cc} lib=${ONCEQ_STATIC_LIB:-}
   local inc=${ONCEQ_INCLUDE_DIR:-$root/lib/include}
   # onceq/version.h is generated into the build tree
   local gen=${ONCEQ_GEN_INCLUDE_DIR:-$root/build/default/lib/include}
-  [ -f "${lib:-/nonexistent}" ] ||
-    fail "the static library '$lib' is missing (ONCEQ_STATIC_LIB)"
-  fresh_db
-  block worker.c
   local san=()
   if [ -n "${ONCEQ_SANITIZER:-}" ]; then
     san=(-g -fno-omit-frame-pointer "-fsanitize=$ONCEQ_SANITIZER")
   fi
   # shellcheck disable=SC2046 # pkg-config prints several words
   (cd "$work" && "$cc" -std=c11 -Wall -Wextra -Werror "${san[@]}" \
-    -I"$inc" -I"$gen" -o worker worker.c "$lib" $(pkg-config --libs libpq) \
-    -lpthread) || fail "the C example does not compile cleanly"
+    -I"$inc" -I"$gen" -o "${1%.c}" "$1" "$lib" $(pkg-config --libs libpq) \
+    -lpthread) || fail "the C example $1 does not compile cleanly"
+}
+
+# drop_db: drop this test's database (for a mode that uses two).
+drop_db() {
+  psql "$ONCEQ_TEST_DSN" -X -q -v ON_ERROR_STOP=1 \
+    -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" ||
+    fail "cannot drop database $dbname"
+  dbname=''
+}
+
+mode_c_api() {
+  local lib=${ONCEQ_STATIC_LIB:-}
+  [ -f "${lib:-/nonexistent}" ] ||
+    fail "the static library '$lib' is missing (ONCEQ_STATIC_LIB)"
+  # The README's short example acknowledges the README's order 42 e-mail.
+  fresh_db
+  block enqueue.sql
+  run_sql enqueue.sql
+  block ack.c
+  compile_c ack.c
+  (cd "$work" && timeout 60 ./ack) >"$work/ack.txt" ||
+    fail "the README's C example exited non-zero"
+  cat "$work/ack.txt"
+  local uuid='[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+  expect_line "it acknowledged the e-mail item" "$work/ack.txt" "^acked $uuid\$"
+  expect "the e-mail row of order 42 written once, in the ack" \
+    "SELECT count(*) FROM emails_sent WHERE order_id = 42" 1
+  expect "its item is gone" "SELECT count(*) FROM onceq_items" 0
+  expect "oq_session_end deleted the session" \
+    "SELECT count(*) FROM onceq_sessions" 0
+  drop_db
+
+  # The complete worker of docs/c-api.md.
+  fresh_db
+  block worker.c
+  compile_c worker.c
   add_poison
   (cd "$work" && timeout 60 ./worker) >"$work/out.txt" ||
     fail "the C example exited non-zero"
