@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check_style.sh: the house style's mechanical rules (STYLE.md 13, curl's
+# check_style.sh: the house style's mechanical rules (after curl's
 # CHECKSRC): no banned functions, and every tracked C file formatted with the
 # checked-in .clang-format. Exit 0 clean, 1 with one line per finding.
 set -euo pipefail
