@@ -36,7 +36,11 @@
  * index in (priority, run_at) order and sorts every ready row (68 ms per
  * claim at 100k items vs 0.6 ms, measured by test/bench). A queue's extra
  * locked rows beyond the final LIMIT are unlocked when the statement
- * commits.
+ * commits. The UPDATE finds the chosen rows by primary key
+ * (= ANY(ARRAY(...)): an index scan); joined to the CTE instead, the
+ * planner hashed the whole table per claim (12 ms of a 14 ms claim of 500
+ * at 20,000 items, and a relation-wide predicate lock under SERIALIZABLE).
+ * The outer SELECT hands the rows back in claim order.
  */
 #define CLAIM_PG(ready_in_queue)                                               \
   "WITH c AS MATERIALIZED ("                                                   \
@@ -44,14 +48,17 @@
   " CROSS JOIN LATERAL (SELECT id, priority, run_at FROM onceq_items"          \
   " WHERE " ready_in_queue " ORDER BY priority DESC, run_at LIMIT $3::int"     \
   " FOR UPDATE SKIP LOCKED) x"                                                 \
-  " ORDER BY x.priority DESC, x.run_at LIMIT $3::int)"                         \
-  " UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"            \
+  " ORDER BY x.priority DESC, x.run_at LIMIT $3::int),"                        \
+  " u AS (UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"      \
   " attempts = i.attempts + 1"                                                 \
-  " FROM c WHERE i.id = c.id"                                                  \
-  " RETURNING i.id::text, i.queue, i.payload::text, i.attempts,"               \
-  " i.max_attempts, i.priority,"                                               \
-  " (extract(epoch FROM i.created_at) * 1000000)::int8,"                       \
-  " (extract(epoch FROM i.claimed_at) * 1000000)::int8, i.part"
+  " WHERE i.id = ANY (ARRAY(SELECT id FROM c))"                                \
+  " RETURNING i.id::text AS id, i.queue, i.payload::text AS payload,"          \
+  " i.attempts, i.max_attempts, i.priority,"                                   \
+  " (extract(epoch FROM i.created_at) * 1000000)::int8 AS created_us,"         \
+  " (extract(epoch FROM i.claimed_at) * 1000000)::int8 AS claimed_us,"         \
+  " i.part, i.run_at)"                                                         \
+  " SELECT id, queue, payload, attempts, max_attempts, priority, created_us,"  \
+  " claimed_us, part FROM u ORDER BY priority DESC, run_at"
 
 static const char claim_pg[] =
     CLAIM_PG("claim IS NULL AND queue = q.name AND run_at <= now()"

@@ -13,8 +13,9 @@
 # A trigger on onceq_items records every change of claim/claimed_at and
 # every delete (claim_log, clock_timestamp()), so the test sees the lost
 # claim, its release and by whom without racing the worker. Checks:
-#  - the cut fired on a claim that took rows ("UPDATE k", k >= 1; the lost
-#    claim is the first claim statement: the earliest claimed_at);
+#  - the cut fired on a claim that took rows ("SELECT k", the claim's
+#    outer SELECT, or "UPDATE k"; k >= 1; the lost claim is the first
+#    claim statement: the earliest claimed_at);
 #  - each of those k rows is released (claim -> NULL, same session still
 #    registered) at most EXPIRY_MS + SLACK_MS after it was claimed;
 #  - nothing of that claim ran before its release;
@@ -69,7 +70,7 @@ cut_fired() { grep -q 'cutproxy: fired cut-after-match' "$IT_TMP/px.log"; }
 it_wait_until 20 "the proxy to cut after a claim" cut_fired
 fired=$(grep 'cutproxy: fired cut-after-match' "$IT_TMP/px.log" | head -n1)
 it_log "proxy: $fired"
-K=$(sed -n 's/.*commit-result=UPDATE \([0-9]*\).*/\1/p' <<<"$fired")
+K=$(sed -n 's/.*commit-result=\(UPDATE\|SELECT\) \([0-9]*\).*/\2/p' <<<"$fired")
 if [ -z "$K" ] || [ "$K" -lt 1 ]; then
   it_fail "the cut claim took no rows (proxy: $fired): nothing was lost"
 fi

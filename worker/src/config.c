@@ -28,7 +28,7 @@ typedef struct opt {
 #define O(f) offsetof(wk_config, f)
 static const opt opts[] = {
     {"--concurrency", OPT_INT, O(concurrency), "executor threads (4)"},
-    {"--batch", OPT_INT, O(batch), "max items claimed per round (64)"},
+    {"--batch", OPT_INT, O(batch), "most items per --sql ack transaction (64)"},
     {"--heartbeat-interval", OPT_DURATION, O(heartbeat_interval_ms),
      "heartbeat period (1s)"},
     {"--session-expiry", OPT_DURATION, O(session_expiry_ms),

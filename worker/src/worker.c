@@ -254,6 +254,11 @@ typedef struct loop {
   const char *sweep_why;  /* a transition asked for a sweep; NULL: none */
   uint64_t drain_deadline_ms;
   int rc;
+  /* the observed handler rate (items settled per second, smoothed), which
+   * sizes what the claim stream holds (hold_target) */
+  uint64_t rate_t0_ms, rate_c0;
+  double rate;
+  long hold_logged;
 } loop;
 
 /* Signals: the first drains, the second stops children now. */
@@ -325,6 +330,62 @@ static loop_state maybe_sweep(wk *w, loop *l)
   return RUNNING;
 }
 
+/*
+ * How many items the claim stream holds (running and queued), the one
+ * knob a user would otherwise tune (issue: claiming that scales without
+ * tuning). The floor keeps every executor busy with one claim ahead: the
+ * executors plus up to --concurrency queued (capped by --batch), or for
+ * batched --sql one --batch being acknowledged and one ahead. Above it,
+ * the stream holds about WK_HOLD_HORIZON_MS of work at the observed rate,
+ * up to a --batch for every executor twice over (batched --sql: each ack
+ * transaction then carries a whole --batch) or 4 x --concurrency: fast
+ * handlers get large claims and large ack batches, slow ones hold little,
+ * so several processes on one queue share it instead of the first one
+ * taking everything ready.
+ */
+#define WK_HOLD_HORIZON_MS 100  /* work held ahead at the observed rate */
+#define WK_RATE_WINDOW_MS 200   /* the rate is measured over this */
+#define WK_HOLD_MAX 2000        /* items held, at most */
+#define WK_CLAIM_ROUND_MAX 1000 /* items per claim statement, at most */
+
+static int hold_target(wk *w, loop *l)
+{
+  const wk_config *cfg = w->cfg;
+  uint64_t now = wk_now_ms();
+  uint64_t done = wk_metrics_get(w->m, WK_C_ACKED) +
+                  wk_metrics_get(w->m, WK_C_FAILED) +
+                  wk_metrics_get(w->m, WK_C_LOST);
+  if (l->rate_t0_ms == 0) {
+    l->rate_t0_ms = now;
+    l->rate_c0 = done;
+  } else if (now - l->rate_t0_ms >= WK_RATE_WINDOW_MS) {
+    double r =
+        (double)(done - l->rate_c0) * 1000.0 / (double)(now - l->rate_t0_ms);
+    l->rate = l->rate == 0 ? r : (l->rate + r) / 2;
+    l->rate_t0_ms = now;
+    l->rate_c0 = done;
+  }
+  bool batched =
+      cfg->handler == WK_HANDLER_SQL && !cfg->sql_per_item && cfg->batch > 1;
+  int prefetch = cfg->batch < cfg->concurrency ? cfg->batch : cfg->concurrency;
+  long lo = batched ? 2L * cfg->batch : (long)cfg->concurrency + prefetch;
+  long hi =
+      batched ? 2L * cfg->batch * cfg->concurrency : 4L * cfg->concurrency;
+  if (hi > WK_HOLD_MAX)
+    hi = WK_HOLD_MAX;
+  if (hi < lo)
+    hi = lo;
+  long t = (long)(l->rate * WK_HOLD_HORIZON_MS / 1000.0);
+  t = t < lo ? lo : t > hi ? hi : t;
+  if (t != l->hold_logged) {
+    OQ_LOG(OQ_LOG_DEBUG, sid_of(w), NULL,
+           "claim stream: holding up to %ld item(s) (%.0f items/s observed)", t,
+           l->rate);
+    l->hold_logged = t;
+  }
+  return (int)t;
+}
+
 static loop_state on_running(wk *w, loop *l, volatile sig_atomic_t *signals)
 {
   const wk_config *cfg = w->cfg;
@@ -334,27 +395,19 @@ static loop_state on_running(wk *w, loop *l, volatile sig_atomic_t *signals)
   next = maybe_sweep(w, l);
   if (next != RUNNING)
     return next;
-  /* Slots are the executors plus a prefetch of up to --concurrency
-   * (capped by --batch) queued items, and a claim waits until about half
-   * an executor set is free: claims of one or two items cost a round trip
-   * and a commit each, and idle executors waiting on them (test/bench). */
-  int prefetch = cfg->batch < cfg->concurrency ? cfg->batch : cfg->concurrency;
   pthread_mutex_lock(&w->mu);
   int inflight = w->inflight;
   pthread_mutex_unlock(&w->mu);
-  int free_slots = cfg->concurrency + prefetch - inflight;
-  int min_claim = inflight == 0 ? 1 : (cfg->concurrency + 1) / 2;
-  /* batched --sql: executors ack whole batches, so hold one claim being
-   * acknowledged and one ahead (executor.c shares each among them) */
-  if (cfg->handler == WK_HANDLER_SQL && !cfg->sql_per_item && cfg->batch > 1) {
-    free_slots = 2 * cfg->batch - inflight;
-    min_claim = inflight == 0 ? 1 : (cfg->batch + 1) / 2;
-  }
+  int hold = hold_target(w, l);
+  /* claim when a quarter of what we hold is free: claims of one or two
+   * items cost a round trip and a commit each */
+  int min_claim = inflight == 0 || hold < 4 ? 1 : hold / 4;
+  int free_slots = hold - inflight;
   if (free_slots < min_claim) {
     wk_wait_slot(w, 100);
     return RUNNING;
   }
-  int want = free_slots < cfg->batch ? free_slots : cfg->batch;
+  int want = free_slots < WK_CLAIM_ROUND_MAX ? free_slots : WK_CLAIM_ROUND_MAX;
   oq_item *items = NULL;
   size_t got = 0;
   oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want, &items, &got);
@@ -391,6 +444,8 @@ static loop_state on_running(wk *w, loop *l, volatile sig_atomic_t *signals)
   oq_items_free(items, got);
   if (got > 0 && (int)got == want)
     return RUNNING; /* there may be more ready */
+  if (got == 0)
+    l->rate = 0; /* nothing ready: the next burst starts from the floor */
   if (cfg->drain && got == 0 && wk_busy(w) == 0) {
     OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL,
            "--drain: nothing ready is left; exiting");
