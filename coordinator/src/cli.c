@@ -41,10 +41,15 @@ int cli_fail(int code, const char *cmd, const char *fmt, ...)
   return code;
 }
 
+/* The exit-code rule of every binary (docs/cli.md "Exit codes"): 2 when
+ * what the user gave is wrong and running again cannot help (flags,
+ * conninfo syntax, a role or database that does not exist, the schema
+ * missing or newer, bad data); 1 when the environment failed and a later
+ * run may succeed (server unreachable, password refused, lost connection,
+ * timeouts, interrupted). */
 int cli_exit_for(oq_err e)
 {
-  return (e == OQ_ERR_CONFIG || e == OQ_ERR_AUTH || e == OQ_ERR_SCHEMA ||
-          e == OQ_ERR_INVALID)
+  return (e == OQ_ERR_CONFIG || e == OQ_ERR_SCHEMA || e == OQ_ERR_INVALID)
              ? CLI_EXIT_USAGE
              : CLI_EXIT_RUNTIME;
 }

@@ -3,8 +3,9 @@
  * codes, the parsed global options, and helpers to connect, to run one
  * transaction or statement and to report one-line errors.
  *
- * Exit codes (docs/design.md §6): 0 done; 1 runtime failure; 2 bad usage or bad
- * configuration, with one line that names the fix.
+ * Exit codes (docs/design.md §6, docs/cli.md "Exit codes"): 0 done; 1 runtime
+ * or environment failure; 2 bad usage or bad configuration, with one line
+ * that names the fix.
  *
  * Thread safety: the CLI is single-threaded except where a command says
  * otherwise (the coordinator daemon).

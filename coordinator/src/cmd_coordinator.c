@@ -323,7 +323,7 @@ static void drop_session(coord *c, bool goodbye)
 /*
  * CO_REGISTER: connect (once), check the schema (once), register a session
  * and start its heartbeat. Returns 0 when registered, -1 to retry after a
- * wait, or an exit code (2) for problems waiting cannot fix.
+ * wait, or an exit code for problems waiting cannot fix.
  */
 static int do_register(coord *c)
 {
@@ -331,8 +331,10 @@ static int do_register(coord *c)
   oq_err e;
   if (!c->db) {
     e = oq_db_open(&c->dbo, &c->db, err, sizeof err);
+    /* waiting cannot fix a bad conninfo (2) nor a refused password (1,
+     * the exit-code rule in cli_exit_for) */
     if (e == OQ_ERR_CONFIG || e == OQ_ERR_AUTH)
-      return cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+      return cli_fail(cli_exit_for(e), "coordinator", "%s", err);
     if (e != OQ_OK) {
       OQ_LOG(OQ_LOG_WARN, NULL, NULL, "cannot connect: %s; retrying", err);
       return -1;

@@ -47,6 +47,11 @@
  * keys (a btree entry holds at most about 2700 bytes) and a queue name
  * travels in the wake-up NOTIFY (payload under 8000 bytes). */
 #define MAX_NAME_BYTES 1000
+/* Deepest JSON nesting push accepts. PostgreSQL's JSON parser recurses and
+ * runs out of stack (54001) somewhere above 10,000 levels with the default
+ * max_stack_depth, sooner with a smaller one; a limit of our own gives one
+ * clear line, the same on every server (docs/design.md §6). */
+#define MAX_JSON_DEPTH 1000
 #define DEFAULT_BATCH 1000
 #define MAX_BATCH 100000
 #define MAX_LINE_BYTES (256u << 20) /* jsonb's own limit is 255 MiB */
@@ -336,6 +341,13 @@ typedef enum field_state {
   FIELD_BAD       /* present, but an object, array, bool or null */
 } field_state;
 
+/* The field's value as unique_key: its state and its length in bytes (a
+ * string decoded, as `->>` gives it; a number as written). */
+typedef struct field_info {
+  field_state state;
+  size_t bytes;
+} field_info;
+
 /*
  * Check that s[0..n) is one JSON value. With field, also find the last
  * top-level member named field (jsonb keeps the last duplicate) and say in
@@ -343,14 +355,15 @@ typedef enum field_state {
  * nesting costs one byte of heap per level, never stack.
  */
 static bool json_check(const char *s, size_t n, const char *field,
-                       field_state *fs, bool *top_obj, char *err, size_t errlen)
+                       field_info *fi, bool *top_obj, char *err, size_t errlen)
 {
   jv v = {.s = s, .n = n, .i = 0, .err = err, .errlen = errlen};
   char *stack = NULL; /* '{' or '[' per open container */
   size_t depth = 0, cap = 0, flen = field ? strlen(field) : 0;
-  bool ok = false, field_next = false;
+  bool ok = false, field_next = false, measure = false;
   char keybuf[256];
-  *fs = FIELD_NONE;
+  fi->state = FIELD_NONE;
+  fi->bytes = 0;
   jv_ws(&v);
   *top_obj = v.i < n && s[v.i] == '{';
 
@@ -362,12 +375,21 @@ value:
   }
   if (field_next) {
     char c = s[v.i];
-    *fs = (c == '"' || c == '-' || is_digit(c)) ? FIELD_OK : FIELD_BAD;
+    fi->state = (c == '"' || c == '-' || is_digit(c)) ? FIELD_OK : FIELD_BAD;
+    fi->bytes = 0;
+    measure = fi->state == FIELD_OK;
     field_next = false;
   }
   switch (s[v.i]) {
   case '{':
   case '[':
+    if (depth == MAX_JSON_DEPTH) {
+      char what[64];
+      snprintf(what, sizeof what, "nested deeper than %d levels",
+               MAX_JSON_DEPTH);
+      jv_fail(&v, what);
+      goto out;
+    }
     if (depth == cap) {
       size_t nc = cap ? cap * 2 : 16;
       char *ns = realloc(stack, nc);
@@ -390,8 +412,9 @@ value:
       goto key;
     goto value;
   case '"':
-    if (!jv_string(&v, NULL, 0, NULL))
+    if (!jv_string(&v, NULL, 0, measure ? &fi->bytes : NULL))
       goto out;
+    measure = false;
     goto after;
   case 't':
     if (!jv_word(&v, "true"))
@@ -407,8 +430,12 @@ value:
     goto after;
   default:
     if (s[v.i] == '-' || is_digit(s[v.i])) {
+      size_t start = v.i;
       if (!jv_number(&v))
         goto out;
+      if (measure)
+        fi->bytes = v.i - start;
+      measure = false;
       goto after;
     }
     jv_fail(&v, "expected a value");
@@ -678,12 +705,11 @@ typedef struct push_state {
   cli_json j;
 } push_state;
 
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted; /* the signal, 0 if none */
 
 static void on_signal(int sig)
 {
-  (void)sig;
-  interrupted = 1;
+  interrupted = sig;
 }
 
 static double now_s(void)
@@ -910,7 +936,60 @@ static void print_ids(push_state *st, const batch *b, size_t nb)
   fflush(stdout);
 }
 
-/* Does the server accept items [lo, hi) of b as jsonb? */
+/* A server error that is about the data (bisect for the line), not about
+ * the connection or the schema: data exceptions (22), program limits (54)
+ * and integrity constraints (23: a CHECK or trigger an operator added to
+ * onceq_items refuses some lines; a unique key conflict is DO NOTHING). */
+static bool data_error(oq_err e, const char *sqlstate)
+{
+  return e == OQ_ERR_INVALID || (sqlstate && (strncmp(sqlstate, "22", 2) == 0 ||
+                                              strncmp(sqlstate, "23", 2) == 0 ||
+                                              strncmp(sqlstate, "54", 2) == 0));
+}
+
+/* The server's refusal of one line in words that name the fix: the two
+ * program limits a line can hit get our own sentence, the rest the
+ * server's message. */
+static void server_why(oq_db *db, char *why, size_t whylen)
+{
+  const char *st = oq_db_sqlstate(db), *m = oq_db_errmsg(db);
+  if (st && strcmp(st, "54001") == 0)
+    snprintf(why, whylen,
+             "JSON nested too deep for the server (stack depth limit "
+             "exceeded, SQLSTATE 54001)");
+  else if (st && strcmp(st, "54000") == 0 && strstr(m, "index row size"))
+    snprintf(why, whylen,
+             "the unique key is too long for the index (at most %d bytes; "
+             "SQLSTATE 54000)",
+             MAX_NAME_BYTES);
+  else
+    snprintf(why, whylen, "%s", m);
+}
+
+/* A probe: the batch's own insert, rolled back whatever happens. */
+typedef struct probe_ctx {
+  push_state *st;
+  const char *text;
+} probe_ctx;
+
+static oq_err probe_tx(oq_db *db, void *ud)
+{
+  probe_ctx *p = ud;
+  const push_opts *o = p->st->o;
+  const char *params[7] = {p->text,      o->queue,      p->st->prio, o->run_at,
+                           p->st->delay, p->st->maxatt, o->key_field};
+  oq_err e = oq_db_query(db, batch_sql, 7, params, NULL, NULL);
+  return e == OQ_OK ? OQ_ERR_CALLBACK : e; /* never commit a probe */
+}
+
+/*
+ * Does the server accept items [lo, hi) of b? Runs the real insert and
+ * rolls it back, so whatever the insert refuses (a jsonb cast, the unique
+ * index's row size, a nesting too deep for the server) is found on its
+ * own line, not only what a jsonb cast refuses. An error that is not about
+ * the data (a lost connection) counts as accepted: the caller then reports
+ * the batch as a whole.
+ */
 static bool server_accepts(push_state *st, const batch *b, size_t lo, size_t hi,
                            char *why, size_t whylen)
 {
@@ -930,13 +1009,15 @@ static bool server_accepts(push_state *st, const batch *b, size_t lo, size_t hi,
   }
   t[n++] = ']';
   t[n] = '\0';
-  const char *p[1] = {t};
-  oq_err e =
-      oq_db_query(st->db, "SELECT $1::jsonb IS NOT NULL", 1, p, NULL, NULL);
+  probe_ctx pc = {.st = st, .text = t};
+  oq_err e = oq_db_transact(st->db, probe_tx, &pc);
   free(t);
-  if (e != OQ_OK)
-    snprintf(why, whylen, "%s", oq_db_errmsg(st->db));
-  return e == OQ_OK;
+  if (e == OQ_ERR_CALLBACK)
+    return true;
+  if (!data_error(e, oq_db_sqlstate(st->db)))
+    return true;
+  server_why(st->db, why, whylen);
+  return false;
 }
 
 /*
@@ -959,14 +1040,6 @@ static long bisect_bad_line(push_state *st, const batch *b, char *why,
   }
   server_accepts(st, b, lo, lo + 1, why, whylen); /* its own message */
   return b->line[lo];
-}
-
-/* A server error that is about the data (bisect for the line), not about
- * the connection or the schema. */
-static bool data_error(oq_err e, const char *sqlstate)
-{
-  return e == OQ_ERR_INVALID || (sqlstate && (strncmp(sqlstate, "22", 2) == 0 ||
-                                              strncmp(sqlstate, "54", 2) == 0));
 }
 
 /* ------------------------------------------------------------ the flow */
@@ -997,13 +1070,25 @@ static bool take_line(push_state *st, batch *b, char *s, size_t n, long line)
   if (b->nitems++ == 0)
     b->started_s = now_s();
   char err[200];
-  field_state fs;
+  field_info fi;
   bool obj;
-  if (!json_check(s + lead, n - lead, st->o->key_field, &fs, &obj, err,
+  if (!json_check(s + lead, n - lead, st->o->key_field, &fi, &obj, err,
                   sizeof err)) {
     if (strcmp(err, "out of memory") == 0)
       return false;
     bad_line(st, b, line, "invalid JSON", err);
+    return true;
+  }
+  field_state fs = fi.state;
+  if (st->o->key_field && fs == FIELD_OK && fi.bytes > MAX_NAME_BYTES) {
+    /* the unique index refuses a long key only at insert time, with a raw
+     * btree error and no line (the limit: see MAX_NAME_BYTES) */
+    char detail[300];
+    snprintf(detail, sizeof detail,
+             "field \"%s\" is %zu bytes long; a unique key is at most %d "
+             "bytes (--unique-key-field)",
+             st->o->key_field, fi.bytes, MAX_NAME_BYTES);
+    bad_line(st, b, line, "unique key too long", detail);
     return true;
   }
   if (st->o->key_field && fs != FIELD_OK) {
@@ -1189,6 +1274,44 @@ static void print_json_summary(push_state *st, int rc)
   fflush(stdout);
 }
 
+/*
+ * The one line an interrupted push says: which signal, what was committed,
+ * and where to resume. from: the first line not committed after the last
+ * batch handled; lines from..st->lines were read but not sent, the input
+ * after st->lines was never read. Rejected batches before from are in the
+ * summary (they need fixing, not resuming).
+ */
+static void say_interrupted(push_state *st, long from)
+{
+  long committed = 0;
+  for (size_t k = 0; k < st->nspans; k++)
+    if (st->spans[k].kind == SPAN_INSERTED)
+      committed += st->spans[k].last - st->spans[k].first + 1;
+  const char *sig = interrupted == SIGINT    ? "SIGINT"
+                    : interrupted == SIGTERM ? "SIGTERM"
+                                             : "a signal";
+  char unread[160];
+  if (from <= st->lines)
+    snprintf(unread, sizeof unread,
+             "lines %ld-%ld were read but not sent, and input from line %ld "
+             "on was never read",
+             from, st->lines, st->lines + 1);
+  else
+    snprintf(unread, sizeof unread, "input from line %ld on was never read",
+             st->lines + 1);
+  if (st->o->atomic)
+    say(st,
+        "interrupted by %s: nothing committed (--atomic inserts all or "
+        "nothing); %s; run it again with the whole input",
+        sig, unread);
+  else
+    say(st,
+        "interrupted by %s: %ld line%s committed (%ld new item%s); %s; resume "
+        "with `tail -n +%ld`",
+        sig, committed, committed == 1 ? "" : "s", st->inserted,
+        st->inserted == 1 ? "" : "s", unread, from);
+}
+
 /* Read stdin. Non-atomic: send each batch as it fills (or when input
  * pauses). Atomic: keep every batch, then send them all in one
  * transaction. Returns the exit code. */
@@ -1223,8 +1346,7 @@ static int bulk(push_state *st)
       timeout = PLAIN_EVERY_MS;
     int r = reader_line(&rd, timeout, &line, &len);
     if (interrupted) {
-      say(st, "interrupted at line %ld", st->lines);
-      rc = CLI_EXIT_RUNTIME;
+      rc = CLI_EXIT_RUNTIME; /* said after the loop (say_interrupted) */
       break;
     }
     if (r == -3)
@@ -1310,6 +1432,8 @@ static int bulk(push_state *st)
                              : "stopped");
       if (from <= st->lines)
         add_span(st, from, st->lines, SPAN_NOT_INSERTED, why);
+      if (interrupted && !read_error)
+        say_interrupted(st, from);
       rc = CLI_EXIT_RUNTIME;
     }
     bool rejected = false;
@@ -1340,6 +1464,8 @@ static int bulk(push_state *st)
   if (read_error || rc != CLI_EXIT_OK) {
     add_span(st, 1, st->lines, SPAN_NOT_INSERTED,
              interrupted ? "interrupted; --atomic" : "input error; --atomic");
+    if (interrupted && !read_error)
+      say_interrupted(st, 1);
     rc = CLI_EXIT_RUNTIME;
     goto out;
   }
@@ -1668,9 +1794,9 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
                              "--atomic, --unique-key-field and --batch are "
                              "for bulk pushes from stdin");
     char err[200];
-    field_state fs;
+    field_info fi;
     bool obj;
-    if (!json_check(o.payload, strlen(o.payload), NULL, &fs, &obj, err,
+    if (!json_check(o.payload, strlen(o.payload), NULL, &fi, &obj, err,
                     sizeof err))
       return cli_fail(CLI_EXIT_USAGE, "push",
                       "PAYLOAD_JSON is not valid JSON (%s); quote it for the "

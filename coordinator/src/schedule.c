@@ -26,6 +26,30 @@ static const char SQL_ENQUEUE[] =
 static const char SQL_LAST_ITEM[] =
     "UPDATE onceq_schedules SET last_item_id = $2::uuid WHERE name = $1";
 
+/*
+ * Schedules whose cron can never fire (written past `onceq schedule add`,
+ * which refuses them: by hand or by an older onceq) stay due on every
+ * pass. Each is named in one warning per process, not one per pass: a
+ * small set of "name cron" texts already warned about (a fixed or renamed
+ * schedule is a new text; past WARNED_MAX, further ones go to debug).
+ * Only the pass thread of the coordinator calls co_schedule_fire_due.
+ */
+#define WARNED_MAX 64
+static char warned[WARNED_MAX][160];
+static int nwarned;
+
+static bool warn_once(const char *name, const char *expr)
+{
+  char key[160];
+  snprintf(key, sizeof key, "%.100s %.58s", name, expr);
+  for (int i = 0; i < nwarned; i++)
+    if (strcmp(warned[i], key) == 0)
+      return false;
+  if (nwarned < WARNED_MAX)
+    snprintf(warned[nwarned++], sizeof warned[0], "%s", key);
+  return true;
+}
+
 void co_schedule_key(char *buf, size_t len, const char *name, long long due_s)
 {
   snprintf(buf, len, "schedule:%s:%lld", name, due_s);
@@ -87,10 +111,10 @@ oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
     if (!name || !expr)
       continue;
     if (co_cron_parse(expr, &c, why, sizeof why) != 0) {
-      OQ_LOG(OQ_LOG_ERROR, NULL, NULL,
-             "schedule %s: %s; not fired (fix it with `onceq schedule rm` "
-             "and `add`)",
-             name, why);
+      OQ_LOG(warn_once(name, expr) ? OQ_LOG_WARN : OQ_LOG_DEBUG, NULL, NULL,
+             "schedule %s: %s; it is skipped on every pass and named once "
+             "(fix it with `onceq schedule rm %s` and `add`)",
+             name, why, name);
       continue;
     }
     char due_text[64];
@@ -108,8 +132,11 @@ oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
       long long due_sec = (long long)floor(due_s);
       int64_t next;
       if (co_cron_next(&c, due_sec, &next) != 0) {
-        OQ_LOG(OQ_LOG_ERROR, NULL, NULL, "schedule %s: cron '%s' never fires",
-               name, expr);
+        OQ_LOG(warn_once(name, expr) ? OQ_LOG_WARN : OQ_LOG_DEBUG, NULL, NULL,
+               "schedule %s: cron '%s' never fires after %lld; it is skipped "
+               "on every pass and named once (fix it with `onceq schedule rm "
+               "%s` and `add`)",
+               name, expr, due_sec, name);
         break;
       }
       iso_utc(f.next_text, sizeof f.next_text, (long long)next);
