@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_style.sh: the house style's mechanical rules (after curl's
-# CHECKSRC): no banned functions, and every tracked C file formatted with the
-# checked-in .clang-format. Exit 0 clean, 1 with one line per finding.
+# CHECKSRC): no banned functions, no internal name in a public header, and
+# every tracked C file formatted with the checked-in .clang-format. Exit 0 clean, 1 with one line per finding.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -14,6 +14,13 @@ mapfile -t files < <(git ls-files '*.c' '*.h' 2>/dev/null ||
 if grep -nE '(^|[^a-z_])(sprintf|strcpy|strcat|strtok|atoi|gets)[[:space:]]*\(' \
   "${files[@]}"; then
   echo "banned function above: use snprintf, memcpy with a length, strtol"
+  status=1
+fi
+# The public headers are the API: internal names (oq__, OQ__: test hooks,
+# module internals) live in lib/src (internal.h, test_hooks.h), never in
+# lib/include, where a user could call them.
+if grep -nE '\b(oq|OQ)__[A-Za-z]' lib/include/onceq/*.h lib/include/onceq/*.h.in; then
+  echo "internal name in a public header above: move it to lib/src (internal.h)"
   status=1
 fi
 if ! command -v clang-format >/dev/null; then
