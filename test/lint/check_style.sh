@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check_style.sh: the house style's mechanical rules (after curl's
 # CHECKSRC): no banned functions, no internal name in a public header, and
-# every tracked C file formatted with the checked-in .clang-format. Exit 0 clean, 1 with one line per finding.
+# every tracked C file formatted with the checked-in .clang-format. Exit 0
+# clean, 1 with one line per finding.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
