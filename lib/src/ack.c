@@ -3,8 +3,8 @@
  *
  * The only decision about who may acknowledge is `claim = $session` inside
  * the ack transaction. An ambiguous commit is reconciled from the database
- * (docs/design.md §3): item gone -> acknowledged; still ours -> run the
- * transaction again; otherwise -> claim lost.
+ * (docs/design.md §3): item gone, not dead -> acknowledged; still ours ->
+ * run the transaction again; otherwise (dead included) -> claim lost.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -18,6 +18,9 @@
  *  - acked-elsewhere: not landed, reaped, and another session claims and
  *                 acks the item before we notice: item gone, so OQ_OK, and
  *                 only the other session's ledger row exists.
+ *  - cancelled:   not landed, and the item is moved to onceq_dead (what
+ *                 `onceq cancel` does) before we notice: gone, but dead, so
+ *                 the claim was lost, not acknowledged.
  *  - batch-landed / batch-not-landed: the same cuts around the COMMIT of a
  *                 pipelined batch ack (oq_ack_many_sql, 5 items): every item
  *                 acked, one ledger row each.
@@ -48,7 +51,8 @@ typedef enum case_kind {
   CASE_NOT_LANDED,
   CASE_LANDING,
   CASE_REAPED,
-  CASE_ACKED_ELSEWHERE
+  CASE_ACKED_ELSEWHERE,
+  CASE_CANCELLED
 } case_kind;
 
 typedef struct case_def {
@@ -63,6 +67,7 @@ static const case_def cases[] = {
     {"landing", CASE_LANDING, CUTPROXY_CUT_DURING_COMMIT},
     {"reaped", CASE_REAPED, CUTPROXY_CUT_BEFORE_COMMIT},
     {"acked-elsewhere", CASE_ACKED_ELSEWHERE, CUTPROXY_CUT_BEFORE_COMMIT},
+    {"cancelled", CASE_CANCELLED, CUTPROXY_CUT_BEFORE_COMMIT},
 };
 
 /* What the ack handler saw; used on the oq_ack thread only. */
@@ -242,6 +247,26 @@ static void in_the_gap(void *ud, cutproxy_mode mode)
     oq_db_close(adm);
     return;
   }
+  if (g->kind == CASE_CANCELLED) {
+    /* waits for the abandoned transaction's row lock, like the reap */
+    oq_db *db = oqt_connect(g->dsn);
+    long moved = 0;
+    oq_err e = oq_db_exec(
+        db,
+        "WITH d AS (DELETE FROM onceq_items WHERE queue = '" QUEUE "'"
+        " RETURNING id, queue, payload, priority, attempts, max_attempts,"
+        " unique_key, created_at)"
+        " INSERT INTO onceq_dead (id, queue, payload, priority, attempts,"
+        " max_attempts, unique_key, last_error, created_at)"
+        " SELECT id, queue, payload, priority, attempts, max_attempts,"
+        " unique_key, 'cancelled', created_at FROM d",
+        0, NULL, &moved);
+    if (e != OQ_OK || moved != 1)
+      OQT_FAIL("cancel: %s (%s), %ld moved", oq_strerror(e), oq_db_errmsg(db),
+               moved);
+    oq_db_close(db);
+    return;
+  }
   if (g->kind != CASE_REAPED && g->kind != CASE_ACKED_ELSEWHERE)
     return;
   oq_db *db = oqt_connect(g->dsn);
@@ -380,7 +405,7 @@ static void run_case(const case_def *cd)
   ASSERT_EQ(gap.ran, 1);
   ASSERT_LE(2, accepted);
   ASSERT_EQ(one, 1);
-  ASSERT_EQ(dead, 0);
+  ASSERT_EQ(dead, cd->kind == CASE_CANCELLED ? 1 : 0);
 
   /* First the guarantee (what is in the database), then the verdict. */
   switch (cd->kind) {
@@ -440,6 +465,13 @@ static void run_case(const case_def *cd)
     ASSERT_STREQ(note.val, "other 1");
     ASSERT_EQ(items_left, 0);
     ASSERT_ERR(OQ_OK, e);
+    ASSERT_EQ(lc.calls, 1 + restarts);
+    break;
+  case CASE_CANCELLED:
+    /* Gone, but dead-lettered: not acknowledged, nothing written. */
+    ASSERT_EQ(ledger_all, 0);
+    ASSERT_EQ(items_left, 0);
+    ASSERT_ERR(OQ_ERR_CLAIM_LOST, e);
     ASSERT_EQ(lc.calls, 1 + restarts);
     break;
   }
