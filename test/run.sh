@@ -34,6 +34,10 @@
 #              server; not with --quick or --dsn. The subset is
 #              VERSION_TESTS below (the SQL-facing tests; with --filter, the
 #              filter instead)
+#   9 default  integration subset with the CockroachDB traits
+#              (ONCEQ_ENGINE_TRAITS=cockroachdb, docs/cockroachdb.md),
+#              serializable: TRAITS_TESTS below (with --filter, the filter);
+#              not with --quick
 # Labels: unit (no database), integration (needs ONCEQ_TEST_DSN), readme
 # (checks the README's commands; default build, read committed only), slow
 # (skipped by the sanitizer passes).
@@ -106,7 +110,16 @@ PASS_DEFS=(
   "4;asan;unit+integration, read committed;^(unit|integration)\$;^slow\$;read committed;0"
   "5;tsan;unit+integration, serializable;^(unit|integration)\$;^slow\$;serializable;0"
   "6;default;fuzz (libFuzzer, clang);^fuzz\$;;read committed;0"
+  "9;default;integration subset, CockroachDB traits, serializable;^integration\$;;serializable;1;ONCEQ_ENGINE_TRAITS=cockroachdb"
 )
+
+# Pass 9: the tests that run the code paths the CockroachDB traits switch
+# (docs/testing.md, "CockroachDB traits pass"): the switch itself, per-
+# statement migrations, the ack semantics without READ COMMITTED heartbeats
+# (client retries), per-queue claims, waiting by polling, the worker's
+# runtime and faults without NOTIFY, partition rounds, the coordinator.
+# About 5 minutes; not the NOTIFY latency test (PostgreSQL-only behaviour).
+TRAITS_TESTS='^(it_lib_engine_traits|migrate_statements|concurrent_ack|reap_releases|ack_many|poison|claim_queues|serializable_retries|wait_results|cli_wait|it_worker_sql|it_worker_exec|it_worker_sigkill|it_worker_sigstop|it_worker_pg_restart|parts_assign|parts_rules|it_coord_failover|it_coord_stats|it_coord_schedule)$'
 
 # PostgreSQL majors besides 15 (passes 7 and 8) and the tests they run: the
 # ones that exercise SQL the server version could change (claims with SKIP
@@ -495,8 +508,8 @@ ANY_FAILURE=0
 
 # run_pass DEF: run one ctest pass and record its counts.
 run_pass() {
-  local num bld title lab excl iso must
-  IFS=';' read -r num bld title lab excl iso must <<<"$1"
+  local num bld title lab excl iso must xenv
+  IFS=';' read -r num bld title lab excl iso must xenv <<<"$1"
   local dir="$ROOT/build/$bld" plog="$LOG_DIR/pass$num.log"
   if [ "${BUILD_OK[$bld]:-0}" != 1 ]; then
     RESULTS+=("$num|$title|$bld|NOT RUN|0|0|0|0")
@@ -514,10 +527,15 @@ run_pass() {
   local args=(--test-dir "$dir" --output-on-failure
     --timeout "$CTEST_TIMEOUT_S" --no-tests=ignore -L "$lab")
   [ -n "$excl" ] && args+=(-LE "$excl")
-  [ -n "$FILTER" ] && args+=(-R "$FILTER")
+  if [ -n "$FILTER" ]; then
+    args+=(-R "$FILTER")
+  elif [ -n "$xenv" ]; then
+    args+=(-R "$TRAITS_TESTS") # the one pass with extra env: pass 9
+  fi
   build_env "$bld"
   local envs=(ONCEQ_TEST_ISOLATION="$iso" ONCEQ_TEST_BUILD="$dir"
     "${BUILD_ENV[@]}")
+  [ -n "$xenv" ] && envs+=("$xenv")
   local e
 
   log "pass $num: $title [build/$bld]"
@@ -699,6 +717,7 @@ for b in "${builds[@]}"; do
     IFS=';' read -r -a f <<<"$def"
     # the fuzz pass is minutes of clang build and fuzzing: full runs only
     if [ $QUICK -eq 1 ] && [ "${f[3]}" = '^fuzz$' ]; then continue; fi
+    if [ $QUICK -eq 1 ] && [ "${f[0]}" = 9 ]; then continue; fi
     if [ "${f[1]}" = "$b" ]; then run_pass "$def"; fi
   done
 done
