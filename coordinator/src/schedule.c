@@ -111,7 +111,9 @@ oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
     if (!name || !expr)
       continue;
     if (co_cron_parse(expr, &c, why, sizeof why) != 0) {
-      OQ_LOG(warn_once(name, expr) ? OQ_LOG_WARN : OQ_LOG_DEBUG, NULL, NULL,
+      /* OQ_LOG evaluates its level twice: decide it once */
+      oq_log_level lvl = warn_once(name, expr) ? OQ_LOG_WARN : OQ_LOG_DEBUG;
+      OQ_LOG(lvl, NULL, NULL,
              "schedule %s: %s; it is skipped on every pass and named once "
              "(fix it with `onceq schedule rm %s` and `add`)",
              name, why, name);
@@ -132,7 +134,8 @@ oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
       long long due_sec = (long long)floor(due_s);
       int64_t next;
       if (co_cron_next(&c, due_sec, &next) != 0) {
-        OQ_LOG(warn_once(name, expr) ? OQ_LOG_WARN : OQ_LOG_DEBUG, NULL, NULL,
+        oq_log_level lvl = warn_once(name, expr) ? OQ_LOG_WARN : OQ_LOG_DEBUG;
+        OQ_LOG(lvl, NULL, NULL,
                "schedule %s: cron '%s' never fires after %lld; it is skipped "
                "on every pass and named once (fix it with `onceq schedule rm "
                "%s` and `add`)",
