@@ -63,6 +63,10 @@ typedef struct oq_ack_opts {
  *
  * *reconciled (may be NULL) is set true when the verdict came from
  * reconciling an ambiguous commit.
+ * Blocks: one transaction (fn, the claim check, COMMIT), rerun on restarts; a
+ * lost connection is reconnected and the commit reconciled; bounded by the
+ * deadline per statement and the retry policy (30 s by default) for restarts
+ * and reconnecting; cancel by: return an error from fn (the ack rolls back).
  */
 OQ_MUST_CHECK oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item,
                             oq_ack_fn fn, void *ud, const oq_ack_opts *opts,
@@ -73,6 +77,8 @@ OQ_MUST_CHECK oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item,
  * one statement: DELETE ... WHERE id = ANY($ids) AND claim = $s RETURNING id.
  * acked[i] is set for each ids[i] that was acknowledged by this call; the
  * others were lost. *nacked (may be NULL) gets the count.
+ * Blocks: one statement, rerun on restarts; bounded by the deadline and the
+ * retry policy.
  */
 OQ_MUST_CHECK oq_err oq_ack_batch(oq_db *db, const oq_session *s,
                                   const char *const *ids, size_t n, bool *acked,
@@ -92,6 +98,8 @@ typedef enum oq_fail_outcome {
  * (oq_retry_policy_item) for this attempt. OQ_ERR_CLAIM_LOST when that
  * claim is no longer ours, so a retry of a call whose reply was lost cannot
  * touch a newer claim of the same item.
+ * Blocks: one statement (two when the item dies), rerun on restarts; bounded by
+ * the deadline and the retry policy.
  */
 OQ_MUST_CHECK oq_err oq_fail(oq_db *db, const oq_session *s,
                              const oq_item *item, const char *error,
@@ -103,6 +111,8 @@ OQ_MUST_CHECK oq_err oq_fail(oq_db *db, const oq_session *s,
  * matched by its claim's identity (id and claimed_at_us; 0 matches any
  * claim of s). *nreleased (may be NULL) gets the count; items no longer
  * claimed by that claim are skipped.
+ * Blocks: one statement, rerun on restarts; bounded by the deadline and the
+ * retry policy.
  */
 OQ_MUST_CHECK oq_err oq_release(oq_db *db, const oq_session *s,
                                 const oq_item *items, size_t n,
@@ -113,6 +123,8 @@ OQ_MUST_CHECK oq_err oq_release(oq_db *db, const oq_session *s,
  * claimed_at_us (queue and payload NULL): what the reconciliation sweep
  * compares with what the worker holds in memory. Free *items with
  * oq_items_free(*items, *n).
+ * Blocks: one statement, rerun on restarts; bounded by the deadline and the
+ * retry policy.
  */
 OQ_MUST_CHECK oq_err oq_session_claims_read(oq_db *db, const oq_session *s,
                                             oq_item **items, size_t *n);
@@ -148,6 +160,10 @@ typedef struct oq_ack_result {
  * error is a restart or a lost connection, which rerun the batch).
  * opts->results is read after the round's callbacks ran, so a callback may
  * fill in its own item's entry (results[i] for items[i]).
+ * Blocks: one transaction per round; a round that fails an item or finds a
+ * claim lost runs again without it (at most n + 1 rounds); restarts and
+ * reconnects as in oq_ack; bounded by the deadline per statement and the retry
+ * policy; cancel by: return an error from fn (that item fails).
  */
 OQ_MUST_CHECK oq_err oq_ack_many(oq_db *db, const oq_session *s,
                                  const oq_item *items, size_t n, oq_ack_fn fn,
@@ -164,6 +180,8 @@ OQ_MUST_CHECK oq_err oq_ack_many(oq_db *db, const oq_session *s,
  * the first row its statement returned, as JSON (oq_db_exec_typed_json's
  * shape). A statement that returns rows costs one more round trip: the
  * check is sent when the rows are in, inside the same transaction.
+ * Blocks: like oq_ack_many, each round one pipelined round trip; bounded by the
+ * deadline per statement and the retry policy.
  */
 OQ_MUST_CHECK oq_err oq_ack_many_sql(oq_db *db, const oq_session *s,
                                      const oq_item *items, size_t n,

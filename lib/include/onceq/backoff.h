@@ -30,7 +30,8 @@ typedef struct oq_retry_policy {
   void *ctx;
 } oq_retry_policy;
 
-/* Defaults for transaction restarts: 5 ms base, 1 s cap, 30 s total. */
+/* Defaults for transaction restarts: 5 ms base, 1 s cap, 30 s total.
+ * Blocks: never (this and every function below: pure, or reads the clock). */
 oq_retry_policy oq_retry_policy_tx(void);
 /* Defaults for item retries after a failed attempt: 1 s base, 1 h cap. */
 oq_retry_policy oq_retry_policy_item(void);

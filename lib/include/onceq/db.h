@@ -56,15 +56,21 @@ typedef struct oq_db_opts {
  * Connect. On success *out is a handle to free with oq_db_close. On failure
  * *out is NULL, nothing needs cleaning up, and errbuf (if not NULL) holds
  * one line naming the problem and the fix, with any password masked.
+ * Blocks: connecting (name lookup, TCP, TLS, authentication, one query to
+ * detect the engine); bounded by connect_timeout_s and the deadline; cancel by:
+ * none needed, it returns within them.
  */
 OQ_MUST_CHECK oq_err oq_db_open(const oq_db_opts *opts, oq_db **out,
                                 char *errbuf, size_t errlen);
-/* Close and free. NULL is allowed. */
+/* Close and free. NULL is allowed.
+ * Blocks: never waits for the server. */
 void oq_db_close(oq_db *db);
 
-/* Drop the connection and connect again with the same options. */
+/* Drop the connection and connect again with the same options.
+ * Blocks: like oq_db_open, one attempt; cancel by: none needed. */
 OQ_MUST_CHECK oq_err oq_db_reconnect(oq_db *db);
-/* Non-zero when the connection is up. */
+/* Non-zero when the connection is up.
+ * Blocks: never (this and the accessors below read the handle). */
 int oq_db_connected(const oq_db *db);
 
 oq_engine oq_db_engine(const oq_db *db);
@@ -82,12 +88,17 @@ const char *oq_db_masked_conninfo(const oq_db *db);
 struct pg_conn *oq_db_pgconn(oq_db *db);
 
 /* Run one statement with text parameters (NULL entries are SQL NULL); the
- * result is discarded. *affected (may be NULL) gets the row count. */
+ * result is discarded. *affected (may be NULL) gets the row count.
+ * Blocks: one statement, not retried; bounded by the deadline; cancel by: the
+ * deadline (an oq_db belongs to one thread, so no other thread can cancel it).
+ */
 OQ_MUST_CHECK oq_err oq_db_exec(oq_db *db, const char *sql, int nparams,
                                 const char *const *params, long *affected);
 
 /* Like oq_db_exec with declared parameter types (PostgreSQL type OIDs, 0 =
- * infer), so a statement may use any subset of its parameters. */
+ * infer), so a statement may use any subset of its parameters.
+ * Blocks: one statement, not retried; bounded by the deadline; cancel by: the
+ * deadline. */
 OQ_MUST_CHECK oq_err oq_db_exec_typed(oq_db *db, const char *sql, int nparams,
                                       const unsigned int *types,
                                       const char *const *params,
@@ -95,7 +106,9 @@ OQ_MUST_CHECK oq_err oq_db_exec_typed(oq_db *db, const char *sql, int nparams,
 
 /* oq_db_exec_typed that also returns the first row as a JSON object
  * (column name -> value; numbers, booleans and json as such, the rest as
- * strings), or NULL when there is no row. Free *row_json with free(). */
+ * strings), or NULL when there is no row. Free *row_json with free().
+ * Blocks: one statement, not retried; bounded by the deadline; cancel by: the
+ * deadline. */
 OQ_MUST_CHECK oq_err oq_db_exec_typed_json(oq_db *db, const char *sql,
                                            int nparams,
                                            const unsigned int *types,
@@ -115,15 +128,20 @@ OQ_MUST_CHECK oq_err oq_db_exec_typed_json(oq_db *db, const char *sql,
  * notification: *notified is set when one (or more) arrived; all pending
  * ones are consumed. A lost connection gives OQ_ERR_CONN (reconnect and
  * listen again).
+ * Blocks: one statement; bounded by the deadline.
  */
 OQ_MUST_CHECK oq_err oq_db_listen(oq_db *db, const char *channel);
+/* Blocks: up to timeout_ms waiting for a notification; cancel by: a short
+ * timeout_ms, called in a loop. */
 OQ_MUST_CHECK oq_err oq_db_wait_notify(oq_db *db, int timeout_ms,
                                        int *notified);
 
 /* Called once per result row with the row's text values (NULL = SQL NULL).
  * Return OQ_OK to go on; anything else stops and is returned. */
 typedef oq_err (*oq_row_fn)(void *ud, int ncols, const char *const *vals);
-/* Run one statement and hand each row to fn (may be NULL). */
+/* Run one statement and hand each row to fn (may be NULL).
+ * Blocks: one statement plus fn on each row, not retried; bounded by the
+ * deadline (and fn); cancel by: return an error from fn, or the deadline. */
 OQ_MUST_CHECK oq_err oq_db_query(oq_db *db, const char *sql, int nparams,
                                  const char *const *params, oq_row_fn fn,
                                  void *ud);
@@ -137,19 +155,25 @@ typedef oq_err (*oq_tx_fn)(oq_db *db, void *ud);
  * rolls back, waits per the retry policy and runs fn again. A failure from
  * fn rolls back and is returned. A lost answer to COMMIT returns
  * OQ_ERR_AMBIGUOUS: the caller must reconcile, not re-run.
+ * Blocks: fn and COMMIT, rerun on restarts; bounded by the deadline per
+ * statement and the retry policy in all (max_total_ms; 30 s by default), fn's
+ * own time included; cancel by: return an error from fn.
  */
 OQ_MUST_CHECK oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud);
 
 /* Where to connect when no --db is given: ONCEQ_DATABASE_URL, then
- * DATABASE_URL, else "" (libpq defaults). Never NULL; not owned. */
+ * DATABASE_URL, else "" (libpq defaults). Never NULL; not owned.
+ * Blocks: never. */
 const char *oq_conninfo_from_env(void);
 
-/* Copy conninfo into out with any password replaced by "***". */
+/* Copy conninfo into out with any password replaced by "***".
+ * Blocks: never. */
 void oq_conninfo_mask(const char *conninfo, char *out, size_t outlen);
 
 /* Mask a password in a conninfo in place, keeping its length (padded with
  * spaces, or all '*' if the masked form is longer), so a process's argv
- * (ps, /proc/PID/cmdline) does not show it. */
+ * (ps, /proc/PID/cmdline) does not show it.
+ * Blocks: never. */
 void oq_conninfo_mask_in_place(char *conninfo);
 
 #ifdef __cplusplus

@@ -16,7 +16,8 @@
 extern "C" {
 #endif
 
-/* Parse text into milliseconds. OQ_ERR_INVALID for anything else. */
+/* Parse text into milliseconds. OQ_ERR_INVALID for anything else.
+ * Blocks: never. */
 OQ_MUST_CHECK oq_err oq_duration_parse(const char *text, int64_t *ms);
 
 #ifdef __cplusplus

@@ -43,6 +43,9 @@ typedef enum oq_enqueue_status {
  * unique_key that already exists, nothing is inserted, id_out gets the
  * existing id and *status (may be NULL) OQ_ENQUEUE_DUPLICATE. Invalid JSON
  * gives OQ_ERR_INVALID.
+ * Blocks: one statement (up to three when its unique_key keeps changing hands),
+ * not retried: it is part of your transaction, whose runner (oq_db_transact)
+ * reruns it; bounded by the deadline.
  */
 OQ_MUST_CHECK oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *opts,
                                 char *id_out, oq_enqueue_status *status);

@@ -35,16 +35,21 @@ typedef void (*oq_session_event_fn)(void *ud, oq_session *s,
  * Open a connection with dbo and start beating for s (which must outlive
  * the heartbeat). On success free with oq_heartbeat_stop. On failure
  * nothing needs cleaning up and errbuf holds one line.
+ * Blocks: connecting (like oq_db_open with dbo) and starting a thread; the
+ * beats run on that thread.
  */
 OQ_MUST_CHECK oq_err oq_heartbeat_start(const oq_db_opts *dbo, oq_session *s,
                                         oq_session_event_fn cb, void *ud,
                                         oq_heartbeat **out, char *errbuf,
                                         size_t errlen);
 /* Stop the thread (within about one interval), close its connection and
- * free. NULL is allowed. */
+ * free. NULL is allowed.
+ * Blocks: joins the thread: about one interval, at most one beat's statement
+ * more (bounded by dbo's deadline). */
 void oq_heartbeat_stop(oq_heartbeat *hb);
 
-/* Heartbeats that landed since start. */
+/* Heartbeats that landed since start.
+ * Blocks: never. */
 uint64_t oq_heartbeat_count(const oq_heartbeat *hb);
 
 #ifdef __cplusplus

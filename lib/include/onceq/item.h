@@ -41,11 +41,15 @@ typedef struct oq_item {
  * Claim up to max items of the given queues (nqueues > 0). On OQ_OK,
  * *items (free with oq_items_free) holds *n items, possibly 0. A session
  * whose row is gone gives OQ_ERR_SESSION_LOST.
+ * Blocks: one statement (on CockroachDB one per queue, in turn), rerun on
+ * restarts; bounded by the deadline and the retry policy. Never waits for
+ * items: with none ready it returns 0 of them.
  */
 OQ_MUST_CHECK oq_err oq_claim(oq_db *db, const oq_session *s,
                               const char *const *queues, size_t nqueues,
                               int max, oq_item **items, size_t *n);
-/* Free an array from oq_claim. NULL is allowed. */
+/* Free an array from oq_claim. NULL is allowed.
+ * Blocks: never. */
 void oq_items_free(oq_item *items, size_t n);
 
 #ifdef __cplusplus

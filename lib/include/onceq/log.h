@@ -28,17 +28,22 @@ typedef void (*oq_log_sink_fn)(void *ud, oq_log_level level,
                                const char *msg);
 
 /* Install a sink and the minimum level. NULL sink: lines are dropped.
- * The default is no sink (the library is silent). */
+ * The default is no sink (the library is silent).
+ * Blocks: never. */
 void oq_log_set_sink(oq_log_sink_fn fn, void *ud, oq_log_level min_level);
 
-/* "debug", "info", ...; -1 when the name is unknown. */
+/* "debug", "info", ...; -1 when the name is unknown.
+ * Blocks: never (like oq_log_level_name). */
 int oq_log_level_parse(const char *name);
 const char *oq_log_level_name(oq_log_level level);
 
 /* Log one line (printf-style). Use through OQ_LOG so the level is checked
- * before the arguments are formatted. */
+ * before the arguments are formatted.
+ * Blocks: as long as the sink takes, on the calling thread: keep the sink fast.
+ */
 void oq_log_write(oq_log_level level, const char *session, const char *item,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Blocks: never. */
 int oq_log_enabled(oq_log_level level);
 
 #define OQ_LOG(level, session, item, ...)                                      \

@@ -66,7 +66,8 @@ extern "C" {
 
 /* ---- the mapping (pure) ---------------------------------------------- */
 
-/* The part of slot (0..1023) when there are P parts: slot * P / 1024. */
+/* The part of slot (0..1023) when there are P parts: slot * P / 1024.
+ * Blocks: never (pure, like the two below). */
 int oq_parts_of_slot(int slot, int partitions);
 /* The slots [*slot_lo, *slot_hi) of parts [part_lo, part_hi); parts >= P
  * have none (the range ends at 1024). */
@@ -80,10 +81,14 @@ void oq_parts_block(int index, int members, int partitions, int *lo, int *hi);
 
 /* *partitions gets P (OQ_PARTS_DEFAULT when unset); *is_set (may be NULL)
  * whether onceq_settings holds it. A stored value outside 1..1024 gives
- * OQ_ERR_CONFIG naming `onceq parts set`. */
+ * OQ_ERR_CONFIG naming `onceq parts set`.
+ * Blocks: one statement, rerun on restarts; bounded by the deadline and the
+ * retry policy. */
 OQ_MUST_CHECK oq_err oq_parts_get(oq_db *db, int *partitions, bool *is_set);
 /* Store P (1..1024, else OQ_ERR_INVALID). Members adopt it on their next
- * round. */
+ * round.
+ * Blocks: one statement, rerun on restarts; bounded by the deadline and the
+ * retry policy. */
 OQ_MUST_CHECK oq_err oq_parts_set(oq_db *db, int partitions);
 
 /* ---- a session's assignment ------------------------------------------ */
@@ -96,16 +101,20 @@ typedef struct oq_parts_opts {
 
 /* A session's partition state (opts may be NULL). Free with
  * oq_parts_free. It follows whichever session it is used with: a new
- * session id (a worker re-registered) starts from nothing. */
+ * session id (a worker re-registered) starts from nothing.
+ * Blocks: never. */
 OQ_MUST_CHECK oq_err oq_parts_new(const oq_parts_opts *opts, oq_parts **out);
 /* Free. NULL is allowed. Does not touch the database: the rows go when
- * the session row is deleted, or with oq_parts_leave. */
+ * the session row is deleted, or with oq_parts_leave.
+ * Blocks: never. */
 void oq_parts_free(oq_parts *p);
 
 /*
  * One assignment round for session s (see the top of this file); call it
  * on the poll cadence. The first round for a session marks it a member.
  * OQ_ERR_SESSION_LOST when the session row is gone (or s is not live).
+ * Blocks: one short transaction, rerun on restarts; bounded by the deadline per
+ * statement and the retry policy.
  */
 OQ_MUST_CHECK oq_err oq_parts_rebalance(oq_db *db, const oq_session *s,
                                         oq_parts *p);
@@ -116,6 +125,9 @@ OQ_MUST_CHECK oq_err oq_parts_rebalance(oq_db *db, const oq_session *s,
  * (items ready for longer than orphan_after_ms). Runs a round first when p
  * has none for s yet. *items (free with oq_items_free) holds *n items,
  * possibly 0 (a session whose block is empty claims only orphans).
+ * Blocks: one statement per run of claimable parts, then up to 8 for orphans
+ * (and a round first when p has none), each rerun on restarts; bounded by the
+ * deadline and the retry policy. Never waits for items.
  */
 OQ_MUST_CHECK oq_err oq_parts_claim(oq_db *db, const oq_session *s, oq_parts *p,
                                     const char *const *queues, size_t nqueues,
@@ -123,7 +135,9 @@ OQ_MUST_CHECK oq_err oq_parts_claim(oq_db *db, const oq_session *s, oq_parts *p,
 
 /* Stop being a member: delete s's ownership rows and clear its flag. Call
  * it only once s's in-flight items are finished or released (ending the
- * session does the same through the cascade). */
+ * session does the same through the cascade).
+ * Blocks: two statements, rerun on restarts; bounded by the deadline and the
+ * retry policy. */
 OQ_MUST_CHECK oq_err oq_parts_leave(oq_db *db, const oq_session *s,
                                     oq_parts *p);
 
@@ -141,9 +155,11 @@ typedef struct oq_parts_status {
   bool stable;          /* owns exactly its block and nothing else */
   unsigned long rounds; /* rounds done for the current session */
 } oq_parts_status;
+/* Blocks: never. */
 void oq_parts_status_get(const oq_parts *p, oq_parts_status *st);
 /* Whether the last round left part (0..P-1 under status.partitions)
- * claimable. */
+ * claimable.
+ * Blocks: never. */
 bool oq_parts_claimable(const oq_parts *p, int part);
 
 /* ---- the operator's view (`onceq parts`) ------------------------------ */
@@ -171,8 +187,11 @@ typedef struct oq_parts_report {
   oq_part_info *parts; /* partitions entries, in part order */
 } oq_parts_report;
 
-/* Read the report; free with oq_parts_report_free (NULL allowed). */
+/* Read the report; free with oq_parts_report_free (NULL allowed).
+ * Blocks: four read statements; bounded by the deadline and the retry policy.
+ */
 OQ_MUST_CHECK oq_err oq_parts_report_read(oq_db *db, oq_parts_report **out);
+/* Blocks: never. */
 void oq_parts_report_free(oq_parts_report *r);
 
 #ifdef __cplusplus

@@ -21,17 +21,22 @@ extern "C" {
 #endif
 
 /* One reap pass. *sessions / *dead (either may be NULL) get the number of
- * sessions deleted and abandoned items dead-lettered. */
+ * sessions deleted and abandoned items dead-lettered.
+ * Blocks: two statements, rerun on restarts; bounded by the deadline and the
+ * retry policy. */
 OQ_MUST_CHECK oq_err oq_reap(oq_db *db, int *sessions, int *dead);
 
 typedef struct oq_reaper oq_reaper;
 
 /* Start a thread that reaps every interval_ms, +/- 25% jitter, on its own
- * connection. Free with oq_reaper_stop. */
+ * connection. Free with oq_reaper_stop.
+ * Blocks: connecting (like oq_db_open with dbo) and starting a thread. */
 OQ_MUST_CHECK oq_err oq_reaper_start(const oq_db_opts *dbo, int interval_ms,
                                      oq_reaper **out, char *errbuf,
                                      size_t errlen);
-/* Stop, close and free. NULL is allowed. */
+/* Stop, close and free. NULL is allowed.
+ * Blocks: joins the thread: at most one reap pass (bounded by dbo's deadline).
+ */
 void oq_reaper_stop(oq_reaper *r);
 
 #ifdef __cplusplus

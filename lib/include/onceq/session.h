@@ -58,7 +58,8 @@ typedef enum oq_session_state {
 /* Check settings (with defaults applied). OQ_ERR_CONFIG and one line in
  * errbuf naming the fix when they are unusable: expiry must be at least
  * 3 x interval + 1000 ms, and expiry - margin at least 2 x interval (a
- * fence must not engage between two healthy beats). */
+ * fence must not engage between two healthy beats).
+ * Blocks: never. */
 OQ_MUST_CHECK oq_err oq_session_validate(const oq_session_opts *opts,
                                          char *errbuf, size_t errlen);
 
@@ -66,21 +67,27 @@ OQ_MUST_CHECK oq_err oq_session_validate(const oq_session_opts *opts,
  * Register a new session row. On success *out must be freed with
  * oq_session_free (after oq_session_end for a graceful exit). Errors are
  * reported on db; a missing schema gives OQ_ERR_SCHEMA.
+ * Blocks: one statement, rerun on restarts; bounded by the deadline and the
+ * retry policy.
  */
 OQ_MUST_CHECK oq_err oq_session_open(oq_db *db, const oq_session_opts *opts,
                                      oq_session **out);
-/* Graceful end: delete the row, which releases every claim at once. */
+/* Graceful end: delete the row, which releases every claim at once.
+ * Blocks: one statement, rerun on restarts; bounded by the deadline and the
+ * retry policy. If it fails, a reaper deletes the row after its expiry. */
 OQ_MUST_CHECK oq_err oq_session_end(oq_db *db, oq_session *s);
-/* Free the handle (does not touch the database). NULL is allowed. */
+/* Free the handle (does not touch the database). NULL is allowed.
+ * Blocks: never. */
 void oq_session_free(oq_session *s);
 
-/* The session id (UUID text); owned by s. */
+/* The session id (UUID text); owned by s.
+ * Blocks: never (this and the accessors below read memory). */
 const char *oq_session_id(const oq_session *s);
 int oq_session_expiry_ms(const oq_session *s);
 int oq_session_interval_ms(const oq_session *s);
 int oq_session_fence_margin_ms(const oq_session *s);
-/* The state now, from the monotonic clock and the last landed heartbeat
- * (never blocks). */
+/* The state now, from the monotonic clock and the last landed heartbeat.
+ * Blocks: never, so no stuck call can hold a fence off. */
 oq_session_state oq_session_state_get(const oq_session *s);
 /* Monotonic ms at which the last successful heartbeat was *sent*. */
 uint64_t oq_session_last_ok_ms(const oq_session *s);

@@ -25,6 +25,7 @@ extern "C" {
  * OQ_ERR_CONN when the connection broke). A statement that uses more
  * parameters than ntypes but whose types the server could infer succeeds
  * with *nparams > ntypes: the caller decides.
+ * Blocks: two round trips (prepare, deallocate); bounded by the deadline.
  */
 OQ_MUST_CHECK oq_err oq_stmt_check(oq_db *db, const char *sql, int ntypes,
                                    const unsigned int *types, int *nparams);

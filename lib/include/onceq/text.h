@@ -31,6 +31,7 @@ extern "C" {
  * sequence becomes '?'; a character that would not fit whole is dropped,
  * as is one cut at the end of src. dst may be src (cleaning in place).
  * Returns strlen(dst).
+ * Blocks: never (nor do the other text functions).
  */
 size_t oq_text_clean(char *dst, size_t cap, const char *src, size_t n);
 

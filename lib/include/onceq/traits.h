@@ -48,7 +48,8 @@ typedef struct oq_engine_traits {
   int poll_ms;
 } oq_engine_traits;
 
-/* The traits of an engine (the table, no override). Never NULL. */
+/* The traits of an engine (the table, no override). Never NULL.
+ * Blocks: never (like the two below: a table lookup and one getenv). */
 const oq_engine_traits *oq_engine_traits_of(oq_engine engine);
 /* The traits db runs with: its engine's, or CockroachDB's when
  * ONCEQ_ENGINE_TRAITS=cockroachdb. Never NULL. */

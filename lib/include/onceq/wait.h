@@ -72,14 +72,19 @@ typedef struct oq_wait_opts {
  * UUID, or a database error (lost connections are reconnected within the
  * db's retry policy). Free the strings with oq_wait_results_free, also
  * after an error. opts may be NULL (wait forever).
+ * Blocks: until every item has an outcome; bounded by opts->timeout_ms (< 0: no
+ * limit) and, while the database is away, the retry policy; cancel by:
+ * opts->stop (polled about every 100 ms).
  */
 OQ_MUST_CHECK oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
                              const oq_wait_opts *opts, oq_wait_result *out);
 
-/* Free the strings of n results (not the array). NULL is fine. */
+/* Free the strings of n results (not the array). NULL is fine.
+ * Blocks: never. */
 void oq_wait_results_free(oq_wait_result *out, size_t n);
 
-/* "pending", "done", "dead", "cancelled" or "unknown". */
+/* "pending", "done", "dead", "cancelled" or "unknown".
+ * Blocks: never. */
 const char *oq_wait_state_name(oq_wait_state s);
 
 #ifdef __cplusplus
