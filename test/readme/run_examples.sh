@@ -7,8 +7,9 @@
 #   coverage  every fenced block in README.md and docs/*.md is marked
 #             readme-test (and is run by a mode below) or readme-skip (with
 #             the reason); every marked block extracts and its name is used
-#             once across all the files; the error-code table
-#             (docs/c-api.md) matches err.h
+#             once across all the files; README.md has at most 250
+#             lines; every relative link resolves (file and heading); the
+#             error-code table (docs/c-api.md) matches err.h and err.c
 #   psql      the SQL examples through the README's psql command
 #   python    the psycopg 3 example (ONCEQ_TEST_PYTHON or /usr/bin/python3)
 #   node      the node-postgres example (npm ci into test/readme/node first)
@@ -290,6 +291,45 @@ mode_coverage() {
   [ "$lines" -le 250 ] ||
     fail "README.md has $lines lines; keep it <= 250 and move detail to docs/"
   echo "ok: README.md has $lines lines (<= 250)"
+
+  # 2c. Every relative link of README.md and docs/*.md leads somewhere: the
+  #     file exists and, with a #fragment, a heading of that file has that
+  #     anchor (GitHub's rule: lower case, punctuation dropped, spaces to -).
+  local broken
+  broken=$(python3 - "$root" "${docs[@]}" <<'PY'
+import os, re, sys
+root, files = sys.argv[1], sys.argv[2:]
+def anchors(path):
+    out, inside = set(), False
+    for line in open(path, encoding='utf-8'):
+        if line.lstrip().startswith('```'):
+            inside = not inside
+        m = None if inside else re.match(r'#{1,6} (.*)', line)
+        if m:
+            t = re.sub(r'[^\w\- ]', '', m.group(1).strip().lower())
+            out.add(t.replace(' ', '-'))
+    return out
+for f in files:
+    text, inside = [], False
+    for line in open(f, encoding='utf-8'):
+        if line.lstrip().startswith('```'):
+            inside = not inside
+        elif not inside:
+            text.append(line)
+    for target in re.findall(r'\]\(([^)\s]+)\)', ''.join(text)):
+        if re.match(r'[a-z]+:', target):
+            continue  # http:, https:, mailto:
+        path, _, frag = target.partition('#')
+        dest = os.path.normpath(os.path.join(os.path.dirname(f), path)) if path else f
+        name = os.path.relpath(f, root)
+        if not os.path.exists(dest):
+            print('%s: link %s: no such file' % (name, target))
+        elif frag and dest.endswith('.md') and frag not in anchors(dest):
+            print('%s: link %s: no such heading' % (name, target))
+PY
+  ) || fail "the link check could not run (python3)"
+  [ -z "$broken" ] || fail "broken links: $broken"
+  echo "ok: every relative link of README.md and docs/*.md resolves"
 
   # 3. The error-code table of docs/c-api.md lists exactly the codes of
   #    err.h, each with the meaning and the "what to do" that err.h's table
