@@ -61,7 +61,7 @@ PGBIN=/usr/lib/postgresql/15/bin
 # ONCEQ_QUICKSTART_BUILD names binaries that are built already.
 # (libc6-dev: gcc only recommends it, and cc cannot link without it.)
 BUILD_PACKAGES="cmake gcc libc6-dev make pkg-config libpq-dev
-  libcurl4-openssl-dev libmicrohttpd-dev"
+  libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev"
 RUN_PACKAGES="postgresql-15 postgresql-client-15"
 
 # The demo.

@@ -82,15 +82,16 @@ set -euo pipefail
 
 # Debian packages the build and the tests need. Add to this list.
 # (libc6-dev: gcc only recommends it, and cc cannot link without it;
-# libmicrohttpd-dev: the worker's metrics endpoint; procps: ps, which the
+# libmicrohttpd-dev: the worker's metrics endpoint; libjansson-dev: JSON
+# parsing and output; procps: ps, which the
 # tests use to find a child process; spin: the protocol model in
 # test/model/; clang and libclang-rt-14-dev: -fsanitize=fuzzer for the
 # fuzz targets in test/fuzz/.)
 ONCEQ_APT_PACKAGES="cmake gcc libc6-dev make pkg-config libpq-dev
   postgresql-15 postgresql-client-15 python3 python3-psycopg nodejs npm
-  libcurl4-openssl-dev libmicrohttpd-dev uuid-runtime docker-compose
-  python3-yaml systemd clang-format procps chromium curl spin clang
-  libclang-rt-14-dev"
+  libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev uuid-runtime
+  docker-compose python3-yaml systemd clang-format procps chromium curl spin
+  clang libclang-rt-14-dev"
 
 PGBIN=/usr/lib/postgresql/15/bin
 CTEST_TIMEOUT_S=600

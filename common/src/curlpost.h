@@ -9,7 +9,7 @@
  *
  * Thread safety: cm_curl_global_init/cleanup once, on the main thread,
  * before/after any other thread uses libcurl; a handle belongs to one
- * thread (docs/design.md: each thread owns its own CURL handle).
+ * thread: each thread owns its own CURL handle.
  */
 #ifndef ONCEQ_COMMON_CURLPOST_H
 #define ONCEQ_COMMON_CURLPOST_H

@@ -4,26 +4,28 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "logsink.h"
 #include "onceq/text.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static bool as_json;
 
-/* Write s as a JSON string body (quotes and control characters escaped). */
-static void json_str(FILE *f, const char *s)
+/* One JSON log line: {"ts","level","session","item","msg"}, built with
+ * jansson (keys in this order). Returns false on out-of-memory. */
+static bool json_line(FILE *f, const char *ts, const char *level,
+                      const char *session, const char *item, const char *msg)
 {
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c == '\n')
-      fputs("\\n", f);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
+  json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "ts", ts, "level", level,
+                        "session", session, "item", item, "msg", msg);
+  if (!o)
+    return false;
+  int rc = json_dumpf(o, f, JSON_COMPACT);
+  json_decref(o);
+  if (rc == 0)
+    fputc('\n', f);
+  return rc == 0;
 }
 
 static void sink(void *ud, oq_log_level level, const char *session,
@@ -47,14 +49,10 @@ static void sink(void *ud, oq_log_level level, const char *session,
   msg = safe;
   pthread_mutex_lock(&mu);
   if (as_json) {
-    fprintf(stderr, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"session\":\"",
-            when, ts.tv_nsec / 1000000, oq_log_level_name(level));
-    json_str(stderr, session);
-    fputs("\",\"item\":\"", stderr);
-    json_str(stderr, item);
-    fputs("\",\"msg\":\"", stderr);
-    json_str(stderr, msg);
-    fputs("\"}\n", stderr);
+    char stamp[64];
+    snprintf(stamp, sizeof stamp, "%s.%03ldZ", when, ts.tv_nsec / 1000000);
+    (void)json_line(stderr, stamp, oq_log_level_name(level), session, item,
+                    msg);
   } else {
     fprintf(stderr, "%s.%03ldZ %-5s", when, ts.tv_nsec / 1000000,
             oq_log_level_name(level));

@@ -1,8 +1,9 @@
 /*
  * mask.h: the one rule for keeping credentials out of what the daemons
- * and the CLI print (docs/design.md: never a password in a log line or an
- * error). Every URL a program shows (a --http handler's URL, a redirect's
- * Location, the coordinator's --notify-url) goes through cm_mask_url.
+ * and the CLI print (docs/design.md §6: passwords never appear in logs,
+ * errors or `ps`). Every URL a program shows (a --http handler's URL, a
+ * redirect's Location, the coordinator's --notify-url) goes through
+ * cm_mask_url.
  *
  * The rule: what libonceq's oq_text_mask_secrets masks (the password of a
  * URL's userinfo, "scheme://user:PW@host", and the value of every

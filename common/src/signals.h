@@ -1,6 +1,6 @@
 /*
- * signals.h: the daemons' signal handling, one rule for both (STYLE:
- * handlers only set flags, the loop acts). SIGTERM and SIGINT are counted
+ * signals.h: the daemons' signal handling, one rule for both: the
+ * handlers only count, the loop acts. SIGTERM and SIGINT are counted
  * into the caller's counter: the first asks for a drain or a clean stop,
  * the second for a stop now; the daemon's loop reads the count at least
  * every second. SIGPIPE is ignored (a peer that hangs up is an error

@@ -5,31 +5,6 @@
 #include "cofmt.h"
 #include "cron.h"
 
-void co_json_str(FILE *f, const char *s)
-{
-  if (!s) {
-    fputs("null", f);
-    return;
-  }
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c == '\n')
-      fputs("\\n", f);
-    else if (c == '\r')
-      fputs("\\r", f);
-    else if (c == '\t')
-      fputs("\\t", f);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 void co_fmt_age(char *buf, size_t len, double s)
 {
   if (s < 0 || isnan(s)) {

@@ -1,7 +1,8 @@
 /*
  * table.h: output helpers the `onceq` commands share: aligned human tables
  * that fit a width (80 columns unless stdout is a terminal), compact
- * durations ("12s", "3m", "2h"), and a small streaming JSON writer.
+ * durations ("12s", "3m", "2h"), and JSON timestamps (the JSON writer is
+ * common/src/jsonout.h).
  *
  * It also holds the few helpers every command needs: option parsing
  * (cli_opt, cli_parse_int, cli_is_uuid, cli_num) and one-line database
@@ -39,6 +40,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "jsonout.h"
 #include "onceq/onceq.h"
 
 /* ------------------------------------------------------------ tables */
@@ -110,37 +112,21 @@ int cli_fail_db(oq_db *db, oq_err e, const char *cmd, const char *suffix);
 
 /* ------------------------------------------------------------- JSON */
 
-#define CLI_JSON_MAX_DEPTH 32
-
-/* A streaming JSON writer: containers nest up to CLI_JSON_MAX_DEPTH;
- * commas are placed for you. Inside an object every value needs its key;
- * inside an array (or at the top) pass key NULL. Closing the top-level
- * value prints a newline, so one value is one line (JSON lines). */
-typedef struct cli_json {
-  FILE *out;
-  int depth;                               /* open containers */
-  bool in_obj[CLI_JSON_MAX_DEPTH];         /* container kind per depth */
-  bool need_comma[CLI_JSON_MAX_DEPTH + 1]; /* a value was written */
-} cli_json;
-
-void cli_json_init(cli_json *j, FILE *out);
-void cli_json_obj(cli_json *j, const char *key); /* open { */
-void cli_json_arr(cli_json *j, const char *key); /* open [ */
-void cli_json_end(cli_json *j);                  /* close the innermost */
-/* A string value (escaped); NULL writes null. */
-void cli_json_str(cli_json *j, const char *key, const char *val);
-/* A value written as is: a number, true/false, or JSON text (e.g. a jsonb
- * payload from the database); NULL or "" writes null. */
-void cli_json_raw(cli_json *j, const char *key, const char *val);
-void cli_json_int(cli_json *j, const char *key, long long val);
-/* A number; NAN writes null. */
-void cli_json_num(cli_json *j, const char *key, double val);
-void cli_json_bool(cli_json *j, const char *key, bool val);
+/* The JSON writer is common/'s (jsonout.h); these names stay until the
+ * commands move to cli/ (issue 12). */
+typedef cm_json cli_json;
+#define cli_json_init cm_json_init
+#define cli_json_obj cm_json_obj
+#define cli_json_arr cm_json_arr
+#define cli_json_end cm_json_end
+#define cli_json_str cm_json_str
+#define cli_json_raw cm_json_raw
+#define cli_json_int cm_json_int
+#define cli_json_num cm_json_num
+#define cli_json_bool cm_json_bool
+#define cli_json_quote cm_json_quote
 /* A timestamp (epoch seconds) as an ISO-8601 UTC string with
  * milliseconds ("2024-05-01T09:30:00.123Z"); NAN: null. */
 void cli_json_time(cli_json *j, const char *key, double epoch_s);
-
-/* Write s as a quoted, escaped JSON string to out (NULL: null). */
-void cli_json_quote(FILE *out, const char *s);
 
 #endif

@@ -11,8 +11,8 @@ check (hadolint runs too, in addition, when it is on PATH):
   - the build stage installs every package deploy/quickstart.sh builds with
     (BUILD_PACKAGES), copies CMakeLists.txt and every directory the root
     CMakeLists.txt adds (tests are off when test/ is not copied);
-  - the runtime stage installs only libpq5, libcurl4, libmicrohttpd12 and
-    ca-certificates (no compiler, make, cmake, build-essential, pkg-config
+  - the runtime stage installs only libpq5, libcurl4, libmicrohttpd12,
+    libjansson4 and ca-certificates (no compiler, make, cmake, build-essential, pkg-config
     or -dev package), with --no-install-recommends, and removes the apt
     lists;
   - the runtime stage copies onceq and onceq-worker from the build stage
@@ -37,7 +37,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploylib as dl  # noqa: E402
 
-RUNTIME_ALLOWED = {"libpq5", "libcurl4", "libmicrohttpd12", "ca-certificates"}
+RUNTIME_ALLOWED = {"libpq5", "libcurl4", "libmicrohttpd12", "libjansson4",
+                   "ca-certificates"}
 RUNTIME_REQUIRED = RUNTIME_ALLOWED
 BASE_PACKAGES = {"libc6"}  # in debian:12-slim already (Essential)
 FORBIDDEN = re.compile(r"^(gcc.*|g\+\+.*|cpp.*|clang.*|cc|cmake.*|make|"
