@@ -38,17 +38,17 @@ trap 'rc=$?; drop_roles; (exit $rc); cli_cleanup' EXIT
 # The grants, as the owner (the superuser that migrated), twice: idempotent.
 for run in 1 2; do
   psql "$ADMIN_URL" -X -q -v ON_ERROR_STOP=1 -f "$GRANTS_SQL" \
-    >"$OQ_TMP/grants$run.log" 2>&1 ||
-    oq_fail "grants run $run failed: $(cat "$OQ_TMP/grants$run.log")"
+    >"$CLI_TMP/grants$run.log" 2>&1 ||
+    cli_fail "grants run $run failed: $(cat "$CLI_TMP/grants$run.log")"
 done
-oq_log "ok: deploy/grants/postgres.sql applied twice"
+cli_log "ok: deploy/grants/postgres.sql applied twice"
 # PostgreSQL 14 and older let PUBLIC create tables in schema public; the
 # docs/deployment.md says to revoke that there (15 does it by default).
-if [ "$(oq_q "SELECT current_setting('server_version_num')::int < 150000")" = t ]; then
-  oq_q "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
-  oq_log "PostgreSQL < 15: revoked CREATE ON SCHEMA public FROM PUBLIC"
+if [ "$(q "SELECT current_setting('server_version_num')::int < 150000")" = t ]; then
+  q "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
+  cli_log "PostgreSQL < 15: revoked CREATE ON SCHEMA public FROM PUBLIC"
 fi
-oq_q "CREATE ROLE $P_ROLE LOGIN IN ROLE onceq_producer;
+q "CREATE ROLE $P_ROLE LOGIN IN ROLE onceq_producer;
    CREATE ROLE $W_ROLE LOGIN IN ROLE onceq_worker;
    CREATE ROLE $C_ROLE LOGIN IN ROLE onceq_coordinator;
    CREATE TABLE grants_ledger (item uuid NOT NULL, n int NOT NULL);
