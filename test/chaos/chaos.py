@@ -352,6 +352,8 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
                  "proxy_cut_commit", "blackhole", "coord_kill", "part_join",
                  "part_leave"]
         weights = [14, 10, 10, 5, 3, 14, 5, 6, 5, 5]
+        if self.a.only:
+            weights = [w if k in self.a.only else 0 for k, w in zip(kinds, weights)]
         kind = rng.choices(kinds, weights)[0]
         pick = rng.random()  # drawn always: the schedule does not depend on state
         mode = rng.choice(["before", "during", "during", "after"])
@@ -702,6 +704,8 @@ def main():
                     help="bound on the fault phase")
     ap.add_argument("--drain-seconds", type=int, default=90)
     ap.add_argument("--keep", action="store_true", help="keep the database")
+    ap.add_argument("--only", type=lambda v: set(v.split(",")), default=None,
+                    help="draw only these fault kinds (comma-separated)")
     ap.add_argument("--require-read-committed", action="store_true",
                     help="skip (77) under another isolation (CI: one pass)")
     a = ap.parse_args()
