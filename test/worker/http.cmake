@@ -6,4 +6,7 @@ oq_add_test(wk_http_retry_after LABEL unit TIMEOUT 30
 target_link_libraries(wk_http_retry_after PRIVATE onceq_worker_core)
 
 oq_add_test(wk_http_handler LABEL unit TIMEOUT 60 SOURCES http_handler.c)
-target_link_libraries(wk_http_handler PRIVATE onceq_worker_core)
+# its test server calls libmicrohttpd functions the daemons do not use (the
+# daemons load the library on first use: common/src/lazylib.h)
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
+target_link_libraries(wk_http_handler PRIVATE onceq_worker_core PkgConfig::MHD)

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "curlpost.h"
+#include "lazylib.h"
 #include "logsink.h"
 #include "metrics.h"
 #include "onceq/onceq.h"
@@ -51,6 +52,7 @@ static int reach_database(const wk_config *cfg)
 
 int main(int argc, char **argv)
 {
+  cm_exec_lean(argv); /* idle RSS: GnuTLS stays uninitialised */
   wk_config cfg;
   char err[OQ_ERRBUF_SIZE];
   int p = wk_config_parse(argc, argv, &cfg, err, sizeof err);

@@ -1,0 +1,78 @@
+/*
+ * lazylib.c: dlopen once, dlsym per symbol (lazylib.h).
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lazylib.h"
+
+#define LAZY_LIBS 4
+
+typedef struct lib {
+  const char *soname;
+  void *handle;
+  int failed;
+} lib;
+
+static lib libs[LAZY_LIBS];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+void *cm_lazy_sym(const char *soname, const char *package, const char *sym)
+{
+  void *h = NULL;
+  int failed = 0;
+  pthread_mutex_lock(&mu);
+  lib *l = NULL;
+  for (int i = 0; i < LAZY_LIBS && !l; i++)
+    if (!libs[i].soname || strcmp(libs[i].soname, soname) == 0)
+      l = &libs[i];
+  if (l && !l->soname)
+    l->soname = soname;
+  if (l && !l->handle && !l->failed) {
+    /* RTLD_LOCAL: its symbols stay out of the global scope, so ours (the
+     * forwarders) and its own never meet */
+    l->handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (!l->handle) {
+      l->failed = 1;
+      fprintf(stderr,
+              "onceq: cannot load %s (%s); install the Debian package %s\n",
+              soname, dlerror(), package);
+    }
+  }
+  if (l) {
+    h = l->handle;
+    failed = l->failed;
+  }
+  pthread_mutex_unlock(&mu);
+  if (!h || failed)
+    return NULL;
+  void *p = dlsym(h, sym);
+  if (!p)
+    fprintf(stderr, "onceq: %s has no %s; install the Debian package %s\n",
+            soname, sym, package);
+  return p;
+}
+
+#define LEAN_VAR "GNUTLS_NO_IMPLICIT_INIT"
+#define LEAN_MARK "ONCEQ_LEAN_EXEC"
+
+void cm_exec_lean(char **argv)
+{
+  if (getenv(LEAN_MARK)) { /* the second start: we set it, take it back */
+    unsetenv(LEAN_VAR);
+    unsetenv(LEAN_MARK);
+    return;
+  }
+  if (getenv(LEAN_VAR) || !argv || !argv[0])
+    return;
+  if (setenv(LEAN_VAR, "1", 1) != 0 || setenv(LEAN_MARK, "1", 1) != 0)
+    return;
+  execv("/proc/self/exe", argv);
+  /* not re-executed: carry on as we are */
+  unsetenv(LEAN_VAR);
+  unsetenv(LEAN_MARK);
+}
