@@ -11,19 +11,19 @@
 #     for (dead-lettered with its real error, nothing claimed).
 # Problems are collected so that one run reports every failing case.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=test/cli/cli_lib.sh
-. "$here/../cli/cli_lib.sh"
-cli_setup badinput
-t=$CLI_TMP
-[ -x "${ONCEQ_WORKER:-}" ] || cli_fail "ONCEQ_WORKER is not executable"
+# shellcheck source=../harness/oq_harness.sh
+. "$here/../harness/oq_harness.sh"
+oq_setup badinput --url
+t=$OQ_TMP
+[ -x "${ONCEQ_WORKER:-}" ] || oq_fail "ONCEQ_WORKER is not executable"
 
 SECRET=Pw5eCrEt
 PROBLEMS=()
 NCASES=0
-q "CREATE TABLE ledger (id uuid, n int)"
-before=$(cli_snapshot)
+oq_q "CREATE TABLE ledger (id uuid, n int)"
+before=$(oq_snapshot)
 
-# run_case KIND NAME RC WANT_REGEX ARGS...: run onceq (KIND cli) or
+# run_case KIND NAME OQ_RC WANT_REGEX ARGS...: run onceq (KIND cli) or
 # onceq-worker (KIND worker) with ARGS (at most 20 s) and check the rules
 # above against the snapshot taken before.
 run_case() {
@@ -35,7 +35,7 @@ run_case() {
   timeout 20 "$bin" "$@" >"$t/out" 2>"$t/err" </dev/null || rc=$?
   text=$(cat "$t/err")
   lines=$(wc -l <"$t/err")
-  cli_log "case $NCASES ($kind) $name: exit $rc: $text"
+  oq_log "case $NCASES ($kind) $name: exit $rc: $text"
   [ "$rc" = "$want_rc" ] || PROBLEMS+=("$name: exit code $rc, want $want_rc")
   [ "$lines" = 1 ] || PROBLEMS+=("$name: $lines stderr lines, want 1: $(head -c 300 "$t/err")")
   grep -Eq -- "$want" <<<"$text" || PROBLEMS+=("$name: stderr '$text' does not match /$want/")
@@ -44,7 +44,7 @@ run_case() {
   esac
   [ ! -s "$t/out" ] || PROBLEMS+=("$name: printed on stdout: $(head -c 200 "$t/out")")
   local now
-  now=$(cli_snapshot)
+  now=$(oq_snapshot)
   [ "$now" = "$before" ] || PROBLEMS+=("$name: the database changed: $before -> $now")
 }
 cli_case() { run_case cli "$@"; }
@@ -57,12 +57,12 @@ cli_case "onceq port=notaport" 2 'invalid integer value "notaport".*fix that opt
   --db "host=127.0.0.1 port=notaport" list
 cli_case "onceq with a role that does not exist" 2 \
   'role "onceq_no_such_role" does not exist; create the role or fix user=' \
-  --db "$CLI_ADMIN user=onceq_no_such_role" list
+  --db "$OQ_ADMIN_DSN user=onceq_no_such_role" list
 worker_case "worker port=notaport" 2 'fix that option in --db' \
   --db "host=127.0.0.1 port=notaport" --sql 'select 1'
 
 # ---- passwords never in usage errors (issue 14, bad 3) ----------------------
-worker_case "worker --db=URL with a password (unreachable)" 2 '127\.0\.0\.1' \
+worker_case "worker --db=URL with a password (unreachable)" 1 '127\.0\.0\.1' \
   "--db=$W_URL" --sql 'select 1'
 worker_case "worker --dbx=URL: unknown option" 2 '^onceq-worker: unknown option --dbx;' \
   "--dbx=$W_URL" --sql 'select 1'
@@ -84,6 +84,102 @@ cli_case "onceq push --bogus=URL" 2 '^onceq: push: unknown option --bogus=postgr
 cli_case "onceq --db=URL with a password (unreachable)" 1 \
   '^onceq: list: cannot connect to postgresql://u:\*\*\*@127\.0\.0\.1:1/x' \
   "--db=$W_URL" list
+
+# ---- one exit-code rule for every binary (docs/cli.md "Exit codes") ----------
+# 2: what the user gave is wrong (flags, conninfo, a role or database that
+# does not exist, the schema); 1: the environment failed (server down or
+# unreachable, password refused, interrupted).
+worker_case "worker --exec, server unreachable" 1 \
+  '^onceq-worker: cannot connect to .*check that the server is running' \
+  --db "host=127.0.0.1 port=1 connect_timeout=2" --exec /bin/true
+worker_case "worker --http, server unreachable" 1 '^onceq-worker: cannot connect to' \
+  --db "host=127.0.0.1 port=1 connect_timeout=2" --http http://127.0.0.1:9/hook
+cli_case "onceq push, server unreachable" 1 '^onceq: push: cannot connect to' \
+  --db "host=127.0.0.1 port=1 connect_timeout=2" push '{}'
+worker_case "worker, database does not exist" 2 \
+  'database "onceq_no_such_db" does not exist; create the database' \
+  --db "$OQ_ADMIN_DSN dbname=onceq_no_such_db" --exec /bin/true
+worker_case "worker, role does not exist" 2 \
+  'role "onceq_no_such_role" does not exist; create the role' \
+  --db "$OQ_ADMIN_DSN user=onceq_no_such_role" --sql 'select 1'
+cli_case "coordinator port=notaport" 2 '^onceq: coordinator: .*fix that option in --db' \
+  --db "host=127.0.0.1 port=notaport" coordinator --log-level error
+
+# ---- schedules that can never fire are refused at creation -------------------
+cli_case "schedule add '0 0 30 2 *' (February 30)" 2 \
+  "^onceq: schedule: cron '0 0 30 2 \\*' never fires" \
+  schedule add feb30 '0 0 30 2 *' q '{}'
+cli_case "schedule add '0 0 31 4,6,9,11 *' (31st of 30-day months)" 2 \
+  'never fires' schedule add apr31 '0 0 31 4,6,9,11 *' q '{}'
+
+# ---- JSON nested too deep: our own limit, one line, the line named ----------
+deep=$(head -c 100000 /dev/zero | tr '\0' '[')
+cli_case "push PAYLOAD of 100000 '['" 2 \
+  '^onceq: push: PAYLOAD_JSON is not valid JSON \(nested deeper than 1000 levels at column 1001\)' \
+  push "$deep"
+cli_case "push PAYLOAD nested 1001 levels (valid JSON)" 2 'nested deeper than 1000 levels' \
+  push "$(head -c 1001 /dev/zero | tr '\0' '[')$(head -c 1001 /dev/zero | tr '\0' ']')"
+
+# bulk_case NAME RC FIRST_REGEX SUMMARY_REGEX FILE ARGS...: onceq push ARGS
+# < FILE: exit RC, two stderr lines (the bad line, then the summary),
+# nothing on stdout, the database unchanged.
+bulk_case() {
+  local name=$1 want_rc=$2 first=$3 last=$4 file=$5 rc=0
+  shift 5
+  NCASES=$((NCASES + 1))
+  timeout 20 "$ONCEQ_CLI" push "$@" <"$file" >"$t/out" 2>"$t/err" || rc=$?
+  oq_log "case $NCASES (bulk) $name: exit $rc: $(cat "$t/err")"
+  [ "$rc" = "$want_rc" ] || PROBLEMS+=("$name: exit code $rc, want $want_rc")
+  [ "$(wc -l <"$t/err")" = 2 ] ||
+    PROBLEMS+=("$name: $(wc -l <"$t/err") stderr lines, want 2: $(head -c 300 "$t/err")")
+  grep -Eq -- "$first" <<<"$(head -n 1 "$t/err")" ||
+    PROBLEMS+=("$name: first line '$(head -n 1 "$t/err")' does not match /$first/")
+  grep -Eq -- "$last" <<<"$(tail -n 1 "$t/err")" ||
+    PROBLEMS+=("$name: summary '$(tail -n 1 "$t/err")' does not match /$last/")
+  [ ! -s "$t/out" ] || PROBLEMS+=("$name: printed on stdout: $(head -c 200 "$t/out")")
+  [ "$(oq_snapshot)" = "$before" ] || PROBLEMS+=("$name: the database changed")
+}
+{ echo '{"n": 1}'; echo '{"n": 2}'; echo "$deep"; } >"$t/deep.jsonl"
+bulk_case "bulk push, line 3 is 100000 '['" 1 \
+  '^onceq: push: line 3: invalid JSON: nested deeper than 1000 levels at column 1001$' \
+  '^onceq: push: rejected lines 1-3 \(line 3: invalid JSON\); 0 new items' "$t/deep.jsonl"
+bulk_case "bulk push --atomic, line 3 is 100000 '['" 2 \
+  '^onceq: push: line 3: invalid JSON: nested deeper than 1000 levels' \
+  'rejected lines 1-3 \(1 bad line, the first is line 3; --atomic inserts nothing\)' \
+  "$t/deep.jsonl" --atomic
+
+# ---- --unique-key-field longer than the index takes: the line, the limit -----
+# 3000 random letters: incompressible, so PostgreSQL's btree refuses the
+# entry (at most 2704 bytes); push refuses any key over 1000 bytes itself.
+longkey=$(head -c 6000 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z' | cut -c1-3000)
+{ echo '{"k": "a"}'; echo "{\"k\": \"$longkey\"}"; echo '{"k": "b"}'; } >"$t/longkey.jsonl"
+bulk_case "bulk push, line 2's unique key is 3000 bytes" 1 \
+  '^onceq: push: line 2: field "k" is 3000 bytes long; a unique key is at most 1000 bytes \(--unique-key-field\)$' \
+  'rejected lines 1-3 \(line 2: unique key too long\)' "$t/longkey.jsonl" --unique-key-field k
+bulk_case "bulk push --atomic, line 2's unique key is 3000 bytes" 2 \
+  '^onceq: push: line 2: field "k" is 3000 bytes long' 'the first is line 2; --atomic' \
+  "$t/longkey.jsonl" --unique-key-field k --atomic
+{ echo '{"k": 1}'; echo "{\"k\": $(head -c 4000 /dev/urandom | od -An -tu1 | tr -dc '1-9' | cut -c1-1200)}"; } >"$t/longnum.jsonl"
+bulk_case "bulk push, line 2's unique key is a 1200-digit number" 1 \
+  '^onceq: push: line 2: field "k" is 1200 bytes long' 'rejected lines 1-2' \
+  "$t/longnum.jsonl" --unique-key-field k
+
+# ---- a line only the server refuses is named by its own number -------------
+# A CHECK an operator added to onceq_items refuses line 5 of 8: bisection
+# runs the real insert (rolled back), so the report names line 5, not the
+# batch's first line.
+oq_q "ALTER TABLE onceq_items ADD CONSTRAINT badinput_no_poison
+     CHECK (NOT payload ? 'poison')"
+for i in 1 2 3 4 5 6 7 8; do
+  if [ "$i" = 5 ]; then echo '{"poison": true}'; else echo "{\"n\": $i}"; fi
+done >"$t/poison.jsonl"
+bulk_case "bulk push, the server refuses line 5 (a CHECK)" 1 \
+  '^onceq: push: line 5: rejected by the server: .*badinput_no_poison' \
+  'rejected lines 1-8 \(line 5: rejected by the server\)' "$t/poison.jsonl"
+bulk_case "bulk push --atomic, the server refuses line 5 (a CHECK)" 2 \
+  '^onceq: push: line 5: rejected by the server: .*badinput_no_poison' \
+  'line 5: rejected by the server; --atomic inserts nothing' "$t/poison.jsonl" --atomic
+oq_q "ALTER TABLE onceq_items DROP CONSTRAINT badinput_no_poison"
 
 # ---- push --run-at that can never run (issue 14, bad 4) ---------------------
 for ts in infinity -infinity tomorrow epoch now '4000-01-01 BC' 2030-13-01 \
@@ -177,8 +273,8 @@ cli_case "coordinator --notify-url not http" 2 '^onceq: coordinator: .*notify-ur
   coordinator --notify-url "ftp://u:$SECRET@example.com/"
 
 # ---- a schema newer than the binary (every binary refuses it) -----------------
-q "INSERT INTO onceq_migrations (version, name) VALUES (999, 'from_the_future')"
-before=$(cli_snapshot)
+oq_q "INSERT INTO onceq_migrations (version, name) VALUES (999, 'from_the_future')"
+before=$(oq_snapshot)
 NEWER='is version 999, newer than this build of onceq knows'
 cli_case "newer schema: onceq migrate" 2 "^onceq: migrate: .*$NEWER" migrate
 cli_case "newer schema: onceq migrate --status" 2 "^onceq: migrate: .*$NEWER" migrate --status
@@ -186,8 +282,8 @@ cli_case "newer schema: onceq list" 2 "^onceq: list: .*$NEWER" list
 cli_case "newer schema: onceq push" 2 "^onceq: push: .*$NEWER" push '{}'
 cli_case "newer schema: onceq coordinator" 2 "$NEWER" coordinator --log-level error
 worker_case "newer schema: onceq-worker" 2 "^onceq-worker: .*$NEWER" --drain --exec /bin/true
-q "DELETE FROM onceq_migrations WHERE version = 999"
-before=$(cli_snapshot)
+oq_q "DELETE FROM onceq_migrations WHERE version = 999"
+before=$(oq_snapshot)
 
 # ---- a running daemon's argv never shows a URL password (ps) -----------------
 # cmdline_case NAME BIN ARGS...: start BIN in the background, wait for its
@@ -198,8 +294,8 @@ cmdline_case() {
   NCASES=$((NCASES + 1))
   "$bin" "$@" >"$t/cmdline.log" 2>&1 </dev/null &
   pid=$!
-  CLI_PIDS+=("$pid")
-  while [ "$(q "SELECT count(*) FROM onceq_sessions")" = 0 ] && [ $n -lt 100 ] &&
+  OQ_PIDS+=("$pid")
+  while [ "$(oq_q "SELECT count(*) FROM onceq_sessions")" = 0 ] && [ $n -lt 100 ] &&
     kill -0 "$pid" 2>/dev/null; do
     sleep 0.1
     n=$((n + 1))
@@ -207,7 +303,7 @@ cmdline_case() {
   cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
   kill -TERM "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  cli_log "case $NCASES $name: cmdline: $cmdline"
+  oq_log "case $NCASES $name: cmdline: $cmdline"
   [ -n "$cmdline" ] || PROBLEMS+=("$name: the daemon was not running: $(head -c 300 "$t/cmdline.log")")
   case "$cmdline" in
   *"$SECRET"*) PROBLEMS+=("$name: the password shows in /proc/PID/cmdline: $cmdline") ;;
@@ -215,7 +311,7 @@ cmdline_case() {
   if grep -q "$SECRET" "$t/cmdline.log"; then
     PROBLEMS+=("$name: the password shows in the log")
   fi
-  q "DELETE FROM onceq_sessions" >/dev/null
+  oq_q "DELETE FROM onceq_sessions" >/dev/null
 }
 cmdline_case "worker --http URL with a password, in ps" "$ONCEQ_WORKER" \
   --queue cmdline --http "http://hook:$SECRET@127.0.0.1:9/hook"
@@ -223,7 +319,7 @@ cmdline_case "worker --http=URL with a password, in ps" "$ONCEQ_WORKER" \
   --queue cmdline "--http=http://hook:$SECRET@127.0.0.1:9/hook"
 cmdline_case "coordinator --notify-url with a password, in ps" "$ONCEQ_CLI" \
   coordinator --notify-url "https://hook:$SECRET@127.0.0.1:9/dead"
-before=$(cli_snapshot)
+before=$(oq_snapshot)
 
 # ---- control characters in a queue name never reach the terminal raw ---------
 NCASES=$((NCASES + 1))
@@ -242,7 +338,7 @@ done
 grep -q 'queue: *evil\\x1B\[2J\\nFORGED' "$t/show.out" ||
   PROBLEMS+=("evil queue: onceq show does not name the queue escaped: $(grep queue: "$t/show.out")")
 "$ONCEQ_CLI" cancel "$id" >/dev/null 2>&1 || PROBLEMS+=("evil queue: cancel failed")
-cli_log "case $NCASES: control characters in a queue name: show and stats escape them"
+oq_log "case $NCASES: control characters in a queue name: show and stats escape them"
 
 # ---- runtime: an --exec handler's stderr is not UTF-8 (issue 14, bad 2) --------
 # The failure is recorded with its real message (invalid bytes as '?'), the
@@ -260,19 +356,19 @@ id=$("$ONCEQ_CLI" push --queue latin1 --max-attempts 1 '{"file": "x"}')
 rc=0
 timeout 30 "$ONCEQ_WORKER" --queue latin1 --drain --retry-base 50ms \
   --exec "$t/latin1.sh" >"$t/latin1.log" 2>&1 </dev/null || rc=$?
-cli_log "latin1 worker exit $rc"
+oq_log "latin1 worker exit $rc"
 [ "$rc" != 124 ] || PROBLEMS+=("latin-1 stderr: the worker did not finish its drain within 30 s")
 [ "$rc" = 1 ] || [ "$rc" = 124 ] ||
   PROBLEMS+=("latin-1 stderr: a --drain whose every attempt failed exited $rc, want 1")
-err=$(q "SELECT last_error FROM onceq_dead WHERE id = '$id'")
+err=$(oq_q "SELECT last_error FROM onceq_dead WHERE id = '$id'")
 case "$err" in
 *'exit status 3'*'Fehler: Datei M?ller.txt fehlt'*)
-  cli_log "ok: dead row error: $(printf '%q' "$err")" ;;
+  oq_log "ok: dead row error: $(printf '%q' "$err")" ;;
 *) PROBLEMS+=("latin-1 stderr: dead row's last_error is '$err', want the exit status and 'M?ller'") ;;
 esac
-left=$(q "SELECT count(*) FROM onceq_items WHERE id = '$id'")
+left=$(oq_q "SELECT count(*) FROM onceq_items WHERE id = '$id'")
 [ "$left" = 0 ] || PROBLEMS+=("latin-1 stderr: the item is still in onceq_items ($left)")
-sessions=$(q "SELECT count(*) FROM onceq_sessions")
+sessions=$(oq_q "SELECT count(*) FROM onceq_sessions")
 [ "$sessions" = 0 ] || PROBLEMS+=("latin-1 stderr: $sessions session row(s) left")
 if grep -q '^FORGED' "$t/latin1.log"; then
   PROBLEMS+=("latin-1 stderr: a newline in stderr forged a log line: $(grep '^FORGED' "$t/latin1.log")")
@@ -295,21 +391,87 @@ timeout 30 "$ONCEQ_WORKER" --queue gone --drain --concurrency 1 \
   >"$t/gone.log" 2>&1 </dev/null &
 gpid=$!
 for _ in $(seq 1 100); do
-  [ "$(q "SELECT count(*) FROM onceq_items WHERE id = '$id' AND claim IS NOT NULL")" = 1 ] && break
+  [ "$(oq_q "SELECT count(*) FROM onceq_items WHERE id = '$id' AND claim IS NOT NULL")" = 1 ] && break
   sleep 0.1
 done
-q "ALTER TABLE onceq_items RENAME TO onceq_items_away" >/dev/null
+oq_q "ALTER TABLE onceq_items RENAME TO onceq_items_away" >/dev/null
 wait "$gpid" || rc=$?
-q "ALTER TABLE onceq_items_away RENAME TO onceq_items" >/dev/null
+oq_q "ALTER TABLE onceq_items_away RENAME TO onceq_items" >/dev/null
 [ "$rc" = 2 ] ||
   PROBLEMS+=("schema gone under --drain: exit $rc, want 2: $(tail -n 3 "$t/gone.log")")
 grep -q 'onceq migrate' "$t/gone.log" ||
   PROBLEMS+=("schema gone under --drain: no line naming onceq migrate")
-cli_log "case $NCASES: schema gone under --drain: exit $rc"
-q "DELETE FROM onceq_items WHERE queue = 'gone'" >/dev/null
+oq_log "case $NCASES: schema gone under --drain: exit $rc"
+oq_q "DELETE FROM onceq_items WHERE queue = 'gone'" >/dev/null
+
+# ---- an interrupted push says so: committed lines, where to resume ----------
+before=$(oq_snapshot)
+# push_interrupted NAME SIGNAL WANT_REGEX ARGS...: five lines go in (the
+# idle flush commits them), then SIGNAL; exit 1, the line says what was
+# committed and from which line the input was never read.
+push_interrupted() {
+  local name=$1 sig=$2 want=$3 pid rc=0 n=0
+  shift 3
+  NCASES=$((NCASES + 1))
+  rm -f "$t/in.fifo"
+  mkfifo "$t/in.fifo"
+  "$ONCEQ_CLI" push --queue intr "$@" <"$t/in.fifo" >"$t/intr.out" 2>"$t/intr.err" &
+  pid=$!
+  OQ_PIDS+=("$pid")
+  exec 7>"$t/in.fifo"
+  printf '{"n": %d}\n' 1 2 3 4 5 >&7
+  if [[ " $* " != *" --atomic "* ]]; then
+    while [ "$(oq_q "SELECT count(*) FROM onceq_items WHERE queue = 'intr'")" != 5 ] &&
+      [ $n -lt 100 ]; do
+      sleep 0.1
+      n=$((n + 1))
+    done
+  else
+    sleep 1 # --atomic reads on until the end: give it the five lines
+  fi
+  kill -"$sig" "$pid"
+  wait "$pid" || rc=$?
+  exec 7>&-
+  oq_log "case $NCASES $name: exit $rc: $(cat "$t/intr.err")"
+  [ "$rc" = 1 ] || PROBLEMS+=("$name: exit code $rc, want 1")
+  grep -Eq -- "$want" "$t/intr.err" ||
+    PROBLEMS+=("$name: stderr '$(cat "$t/intr.err")' does not match /$want/")
+  oq_q "DELETE FROM onceq_items WHERE queue = 'intr'" >/dev/null
+}
+push_interrupted "push interrupted by SIGINT" INT \
+  '^onceq: push: interrupted by SIGINT: 5 lines committed \(5 new items\); input from line 6 on was never read; resume with `tail -n \+6`$'
+push_interrupted "push interrupted by SIGTERM" TERM \
+  '^onceq: push: interrupted by SIGTERM: 5 lines committed'
+push_interrupted "push --atomic interrupted by SIGINT" INT \
+  '^onceq: push: interrupted by SIGINT: nothing committed \(--atomic inserts all or nothing\); .*input from line 6 on was never read' \
+  --atomic
+[ "$(oq_snapshot)" = "$before" ] || PROBLEMS+=("interrupted pushes: the database is not as before")
+
+# ---- a schedule that can never fire: the leader names it once ---------------
+# Written past `onceq schedule add` (straight into the table, as an older
+# onceq or a hand-made row would): one warning naming it, not one a pass.
+NCASES=$((NCASES + 1))
+oq_q "INSERT INTO onceq_schedules (name, cron, queue, next_run_at)
+     VALUES ('feb30', '0 0 30 2 *', 'never', now() - interval '1 minute')" >/dev/null
+timeout 30 "$ONCEQ_CLI" coordinator --interval 200ms >"$t/coord.log" 2>&1 </dev/null &
+cpid=$!
+OQ_PIDS+=("$cpid")
+sleep 3 # 15 passes at 200 ms
+kill -TERM "$cpid" 2>/dev/null || true
+wait "$cpid" || true
+nwarn=$(grep -c 'feb30' "$t/coord.log" || true)
+oq_log "case $NCASES: never-firing schedule: $nwarn line(s) naming it: $(grep feb30 "$t/coord.log" | head -3 || true)"
+[ "$nwarn" = 1 ] ||
+  PROBLEMS+=("never-firing schedule: $nwarn log lines name feb30, want 1: $(grep -i 'schedule\|fire' "$t/coord.log" | head -3 || true)")
+grep -q "schedule feb30: cron '0 0 30 2 \*' never fires" "$t/coord.log" ||
+  PROBLEMS+=("never-firing schedule: no warning naming the schedule and its cron")
+npass=$(grep -c 'leader' "$t/coord.log" || true)
+oq_log "coordinator log lines with 'leader': $npass"
+oq_q "DELETE FROM onceq_schedules" >/dev/null
+oq_q "DELETE FROM onceq_sessions" >/dev/null
 
 if [ ${#PROBLEMS[@]} -gt 0 ]; then
-  cli_fail "$NCASES cases, ${#PROBLEMS[@]} problem(s):$(printf '\n  - %s' "${PROBLEMS[@]}")"
+  oq_fail "$NCASES cases, ${#PROBLEMS[@]} problem(s):$(printf '\n  - %s' "${PROBLEMS[@]}")"
 fi
-cli_log "ok: all $NCASES bad-input cases"
-cli_log "PASS"
+oq_log "ok: all $NCASES bad-input cases"
+oq_log "PASS"

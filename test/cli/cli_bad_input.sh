@@ -4,30 +4,30 @@
 # one line on stderr that names the problem (and nothing on stdout), and the
 # database is exactly as before.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=cli_lib.sh
-. "$here/cli_lib.sh"
-cli_setup bad_input
-t=$CLI_TMP
+# shellcheck source=../harness/oq_harness.sh
+. "$here/../harness/oq_harness.sh"
+oq_setup bad_input --url
+t=$OQ_TMP
 
 live=$("$ONCEQ_CLI" push --queue q '{"live": true}')
-q "INSERT INTO onceq_dead (id, queue, payload, priority, attempts,
+oq_q "INSERT INTO onceq_dead (id, queue, payload, priority, attempts,
      max_attempts, last_error, created_at)
    VALUES ('00000000-0000-4000-8000-0000000000dd', 'q', '{}', 0, 1, 1, 'e',
            now())"
 unknown=00000000-0000-4000-8000-000000000404
-before=$(cli_snapshot)
+before=$(oq_snapshot)
 
 # bad WANT_REGEX ARGS...: onceq ARGS exits 2, prints one stderr line that
 # matches WANT_REGEX and nothing on stdout, and changes nothing.
 bad() {
   local want=$1
   shift
-  run_onceq "$t/out" "$t/err" "$@"
-  cli_check "onceq $* exit" "$RC" 2
-  cli_check "onceq $*: stderr lines" "$(wc -l <"$t/err")" 1
-  cli_match "onceq $*: the line" "$(cat "$t/err")" "$want"
-  cli_check "onceq $*: stdout" "$(cat "$t/out")" ""
-  cli_check "onceq $*: database unchanged" "$(cli_snapshot)" "$before"
+  oq_run_cli "$t/out" "$t/err" "$@"
+  oq_check "onceq $* exit" "$OQ_RC" 2
+  oq_check "onceq $*: stderr lines" "$(wc -l <"$t/err")" 1
+  oq_match "onceq $*: the line" "$(cat "$t/err")" "$want"
+  oq_check "onceq $*: stdout" "$(cat "$t/out")" ""
+  oq_check "onceq $*: database unchanged" "$(oq_snapshot)" "$before"
 }
 
 bad '^onceq: unknown command frobnicate; see `onceq --help`$' frobnicate
@@ -73,38 +73,38 @@ bad '^onceq: reap: unknown argument now' reap now
 
 # Bulk bad input with --atomic: exit 2, nothing inserted; the report names
 # the line (one line per bad line, then the summary).
-run_onceq "$t/out" "$t/err" push --atomic <<'EOF'
+oq_run_cli "$t/out" "$t/err" push --atomic <<'EOF'
 {"ok": 1}
 {"ok": 2
 EOF
-cli_check "bulk --atomic bad line exit" "$RC" 2
-cli_check "bulk --atomic report" "$(sed 's/ ([0-9.]*s)$//' "$t/err")" \
+oq_check "bulk --atomic bad line exit" "$OQ_RC" 2
+oq_check "bulk --atomic report" "$(sed 's/ ([0-9.]*s)$//' "$t/err")" \
   "onceq: push: line 2: invalid JSON: expected ',' or '}' at column 9
 onceq: push: rejected lines 1-2 (1 bad line, the first is line 2; --atomic inserts nothing); 0 new items"
-cli_check "bulk --atomic: database unchanged" "$(cli_snapshot)" "$before"
+oq_check "bulk --atomic: database unchanged" "$(oq_snapshot)" "$before"
 
 # A database that is not there: one line naming the fix, exit 2 for
 # configuration problems.
-run_onceq "$t/out" "$t/err" --db "${ONCEQ_TEST_DSN} dbname=no_such_db_$$" list
-cli_check "missing database exit" "$RC" 2
-cli_check "missing database: one line" "$(wc -l <"$t/err")" 1
-cli_match "missing database: names it" "$(cat "$t/err")" "^onceq: list: .*no_such_db_$$"
+oq_run_cli "$t/out" "$t/err" --db "${ONCEQ_TEST_DSN} dbname=no_such_db_$$" list
+oq_check "missing database exit" "$OQ_RC" 2
+oq_check "missing database: one line" "$(wc -l <"$t/err")" 1
+oq_match "missing database: names it" "$(cat "$t/err")" "^onceq: list: .*no_such_db_$$"
 # A database without the onceq tables: every command says to migrate.
 empty="cli_bad_input_empty_$$"
-CLI_EXTRA_DBS+=("$empty")
-psql "$CLI_ADMIN" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $empty" ||
-  cli_fail "cannot create $empty"
+OQ_EXTRA_DBS+=("$empty")
+psql "$OQ_ADMIN_DSN" -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $empty" ||
+  oq_fail "cannot create $empty"
 for cmd in list sessions reap "show $unknown" "cancel $unknown" \
   "retry --all-dead" "push {}"; do
   # shellcheck disable=SC2086 # cmd is several words on purpose
-  run_onceq "$t/out" "$t/err" --db "$CLI_ADMIN dbname=$empty" $cmd
-  cli_check "unmigrated: $cmd exit" "$RC" 2
-  cli_check "unmigrated: $cmd: one line" "$(wc -l <"$t/err")" 1
-  cli_match "unmigrated: $cmd names the fix" "$(cat "$t/err")" \
+  oq_run_cli "$t/out" "$t/err" --db "$OQ_ADMIN_DSN dbname=$empty" $cmd
+  oq_check "unmigrated: $cmd exit" "$OQ_RC" 2
+  oq_check "unmigrated: $cmd: one line" "$(wc -l <"$t/err")" 1
+  oq_match "unmigrated: $cmd names the fix" "$(cat "$t/err")" \
     '^onceq: [a-z]+: the onceq tables are missing in this database; run `onceq migrate` first'
 done
-run_onceq "$t/out" "$t/err" --db "$CLI_ADMIN dbname=$empty" push <<<'{"a": 1}'
-cli_check "unmigrated: bulk push exit" "$RC" 2
-cli_check "unmigrated: bulk push says so before reading" "$(cat "$t/err")" \
+oq_run_cli "$t/out" "$t/err" --db "$OQ_ADMIN_DSN dbname=$empty" push <<<'{"a": 1}'
+oq_check "unmigrated: bulk push exit" "$OQ_RC" 2
+oq_check "unmigrated: bulk push says so before reading" "$(cat "$t/err")" \
   'onceq: push: the onceq tables are missing in this database; run `onceq migrate` first; nothing read or inserted'
 echo "PASS cli_bad_input"

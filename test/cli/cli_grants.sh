@@ -14,11 +14,11 @@
 #                retention deletes onceq_done rows), retry, cancel, reap,
 #                parts set; and it cannot DROP or TRUNCATE either
 # Nothing any role ran may log "permission denied". Environment as in
-# cli_lib.sh, plus ONCEQ_WORKER.
-. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
+# test/harness/oq_harness.sh, plus ONCEQ_WORKER.
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
 
-cli_setup grants
-[ -x "${ONCEQ_WORKER:-}" ] || cli_fail "ONCEQ_WORKER is not executable"
+oq_setup grants --url
+[ -x "${ONCEQ_WORKER:-}" ] || oq_fail "ONCEQ_WORKER is not executable"
 GRANTS_SQL=$ONCEQ_TEST_SRC/deploy/grants/postgres.sql
 [ -n "${ONCEQ_TEST_SRC:-}" ] ||
   GRANTS_SQL=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/deploy/grants/postgres.sql
@@ -29,26 +29,26 @@ W_ROLE=oqg${SUFFIX}_worker
 C_ROLE=oqg${SUFFIX}_coordinator
 
 drop_roles() {
-  psql "$CLI_ADMIN" -X -q -c "DROP ROLE IF EXISTS $P_ROLE" \
+  psql "$OQ_ADMIN_DSN" -X -q -c "DROP ROLE IF EXISTS $P_ROLE" \
     -c "DROP ROLE IF EXISTS $W_ROLE" -c "DROP ROLE IF EXISTS $C_ROLE" \
     >/dev/null 2>&1 || true
 }
-trap 'rc=$?; drop_roles; (exit $rc); cli_cleanup' EXIT
+trap 'rc=$?; drop_roles; (exit $rc); oq_cleanup' EXIT
 
 # The grants, as the owner (the superuser that migrated), twice: idempotent.
 for run in 1 2; do
   psql "$ADMIN_URL" -X -q -v ON_ERROR_STOP=1 -f "$GRANTS_SQL" \
-    >"$CLI_TMP/grants$run.log" 2>&1 ||
-    cli_fail "grants run $run failed: $(cat "$CLI_TMP/grants$run.log")"
+    >"$OQ_TMP/grants$run.log" 2>&1 ||
+    oq_fail "grants run $run failed: $(cat "$OQ_TMP/grants$run.log")"
 done
-cli_log "ok: deploy/grants/postgres.sql applied twice"
+oq_log "ok: deploy/grants/postgres.sql applied twice"
 # PostgreSQL 14 and older let PUBLIC create tables in schema public; the
 # docs/deployment.md says to revoke that there (15 does it by default).
-if [ "$(q "SELECT current_setting('server_version_num')::int < 150000")" = t ]; then
-  q "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
-  cli_log "PostgreSQL < 15: revoked CREATE ON SCHEMA public FROM PUBLIC"
+if [ "$(oq_q "SELECT current_setting('server_version_num')::int < 150000")" = t ]; then
+  oq_q "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
+  oq_log "PostgreSQL < 15: revoked CREATE ON SCHEMA public FROM PUBLIC"
 fi
-q "CREATE ROLE $P_ROLE LOGIN IN ROLE onceq_producer;
+oq_q "CREATE ROLE $P_ROLE LOGIN IN ROLE onceq_producer;
    CREATE ROLE $W_ROLE LOGIN IN ROLE onceq_worker;
    CREATE ROLE $C_ROLE LOGIN IN ROLE onceq_coordinator;
    CREATE TABLE grants_ledger (item uuid NOT NULL, n int NOT NULL);
@@ -60,7 +60,7 @@ W_URL="$ADMIN_URL user=$W_ROLE"
 C_URL="$ADMIN_URL user=$C_ROLE"
 
 # adm SQL: q as the owner, whatever ONCEQ_DATABASE_URL the step exported
-adm() { ONCEQ_DATABASE_URL=$ADMIN_URL q "$1"; }
+adm() { ONCEQ_DATABASE_URL=$ADMIN_URL oq_q "$1"; }
 
 # as ROLE_URL SQL: psql as that role; prints stdout+stderr, returns its rc
 as() {
@@ -72,44 +72,44 @@ as() {
 refused() {
   local out rc=0
   out=$(as "$2" "$3") || rc=$?
-  [ $rc -ne 0 ] || cli_fail "$1: succeeded, want refused: $3"
-  cli_match "$1 refused" "$out" "$4"
+  [ $rc -ne 0 ] || oq_fail "$1: succeeded, want refused: $3"
+  oq_match "$1 refused" "$out" "$4"
 }
 
 no_denied() {
   if grep -qi 'permission denied\|must be owner' "$2"; then
-    cli_fail "$1 logged a privilege error: $(grep -i 'permission denied\|must be owner' "$2" | head -n 3)"
+    oq_fail "$1 logged a privilege error: $(grep -i 'permission denied\|must be owner' "$2" | head -n 3)"
   fi
-  cli_log "ok: $1 logged no privilege error"
+  oq_log "ok: $1 logged no privilege error"
 }
 
 # ---- producer --------------------------------------------------------------
 export ONCEQ_DATABASE_URL=$P_URL
-run_onceq "$CLI_TMP/push1.out" "$CLI_TMP/push1.err" push --queue g '{"n":1}'
-cli_check "producer: onceq push exit" "$RC" 0
-ID1=$(head -n 1 "$CLI_TMP/push1.out")
-for i in $(seq 2 21); do printf '{"n":%d}\n' "$i"; done >"$CLI_TMP/bulk.jsonl"
-RC=0
-"$ONCEQ_CLI" push --queue g <"$CLI_TMP/bulk.jsonl" >"$CLI_TMP/push2.out" \
-  2>"$CLI_TMP/push2.err" || RC=$?
-cli_check "producer: onceq push (20 JSON lines) exit" "$RC" 0
-cli_check "producer: ids printed" "$(wc -l <"$CLI_TMP/push2.out")" 20
+oq_run_cli "$OQ_TMP/push1.out" "$OQ_TMP/push1.err" push --queue g '{"n":1}'
+oq_check "producer: onceq push exit" "$OQ_RC" 0
+ID1=$(head -n 1 "$OQ_TMP/push1.out")
+for i in $(seq 2 21); do printf '{"n":%d}\n' "$i"; done >"$OQ_TMP/bulk.jsonl"
+OQ_RC=0
+"$ONCEQ_CLI" push --queue g <"$OQ_TMP/bulk.jsonl" >"$OQ_TMP/push2.out" \
+  2>"$OQ_TMP/push2.err" || OQ_RC=$?
+oq_check "producer: onceq push (20 JSON lines) exit" "$OQ_RC" 0
+oq_check "producer: ids printed" "$(wc -l <"$OQ_TMP/push2.out")" 20
 as "$P_URL" "INSERT INTO onceq_items (queue, payload) VALUES ('g', '{\"n\":22}')" \
-  >"$CLI_TMP/psql_insert.log" || cli_fail "producer psql INSERT: $(cat "$CLI_TMP/psql_insert.log")"
+  >"$OQ_TMP/psql_insert.log" || oq_fail "producer psql INSERT: $(cat "$OQ_TMP/psql_insert.log")"
 as "$P_URL" "INSERT INTO onceq_items (queue, payload, max_attempts)
              VALUES ('g', '{\"n\":\"not a number\"}', 1)" >/dev/null ||
-  cli_fail "producer psql INSERT (bad item) failed"
-cli_log "ok: producer enqueued with psql INSERTs"
-run_onceq "$CLI_TMP/wait1.out" "$CLI_TMP/wait1.err" wait "$ID1" --timeout 300ms
-cli_check "producer: onceq wait (nothing runs yet) exit (5: pending)" "$RC" 5
-cli_check "producer: wait set keep_result" \
+  oq_fail "producer psql INSERT (bad item) failed"
+oq_log "ok: producer enqueued with psql INSERTs"
+oq_run_cli "$OQ_TMP/wait1.out" "$OQ_TMP/wait1.err" wait "$ID1" --timeout 300ms
+oq_check "producer: onceq wait (nothing runs yet) exit (5: pending)" "$OQ_RC" 5
+oq_check "producer: wait set keep_result" \
   "$(as "$ADMIN_URL" "SELECT keep_result FROM onceq_items WHERE id = '$ID1'")" t
 for cmd in "list --json" "show $ID1" "stats --json" "sessions --json" \
   "parts --json"; do
   # shellcheck disable=SC2086 # cmd is a word list
-  run_onceq "$CLI_TMP/read.out" "$CLI_TMP/read.err" $cmd
-  cli_check "producer: onceq $cmd exit" "$RC" 0
-  no_denied "producer: onceq $cmd" "$CLI_TMP/read.err"
+  oq_run_cli "$OQ_TMP/read.out" "$OQ_TMP/read.err" $cmd
+  oq_check "producer: onceq $cmd exit" "$OQ_RC" 0
+  no_denied "producer: onceq $cmd" "$OQ_TMP/read.err"
 done
 refused "producer DELETE FROM onceq_items" "$P_URL" \
   "DELETE FROM onceq_items" 'permission denied'
@@ -117,8 +117,8 @@ refused "producer claiming (UPDATE claim)" "$P_URL" \
   "UPDATE onceq_items SET claim = NULL" 'permission denied'
 refused "producer reading grants_secret" "$P_URL" \
   "SELECT * FROM grants_secret" 'permission denied'
-cat "$CLI_TMP"/push*.err >"$CLI_TMP/producer.log"
-no_denied producer "$CLI_TMP/producer.log"
+cat "$OQ_TMP"/push*.err >"$OQ_TMP/producer.log"
+no_denied producer "$OQ_TMP/producer.log"
 
 # ---- worker ----------------------------------------------------------------
 # A dead worker's session, expired, holding a claim: the worker role's
@@ -131,30 +131,30 @@ adm "UPDATE onceq_sessions SET heartbeated_at = now() - interval '1 hour'
        attempts = 1 WHERE id = '$ID1'" >/dev/null
 export ONCEQ_DATABASE_URL=$W_URL
 # the worker's reaper runs oq_reap, the statement `onceq reap` runs
-run_onceq "$CLI_TMP/wreap.out" "$CLI_TMP/wreap.err" reap
-cli_check "worker role: onceq reap exit" "$RC" 0
-no_denied "worker role: onceq reap" "$CLI_TMP/wreap.err"
-cli_check "the expired session, reaped by the worker role" \
+oq_run_cli "$OQ_TMP/wreap.out" "$OQ_TMP/wreap.err" reap
+oq_check "worker role: onceq reap exit" "$OQ_RC" 0
+no_denied "worker role: onceq reap" "$OQ_TMP/wreap.err"
+oq_check "the expired session, reaped by the worker role" \
   "$(adm "SELECT count(*) FROM onceq_sessions WHERE id = '$GHOST'")" 0
-cli_check "its claim released by the foreign key" \
+oq_check "its claim released by the foreign key" \
   "$(adm "SELECT count(*) FROM onceq_items WHERE id = '$ID1' AND claim IS NULL")" 1
-RC=0
+OQ_RC=0
 timeout 90 "$ONCEQ_WORKER" --queue g --concurrency 2 --history --partitioned \
   --session-expiry 5s --poll-interval 200ms --orphan-after 1s --drain \
   --sql "INSERT INTO grants_ledger (item, n) VALUES (\$2, (\$1->>'n')::int)" \
-  >"$CLI_TMP/worker.log" 2>&1 || RC=$?
-cli_check "worker (--sql --history --partitioned --drain) exit" "$RC" 0
-no_denied worker "$CLI_TMP/worker.log"
-cli_check "ledger rows (one per good item), written as the worker role" \
+  >"$OQ_TMP/worker.log" 2>&1 || OQ_RC=$?
+oq_check "worker (--sql --history --partitioned --drain) exit" "$OQ_RC" 0
+no_denied worker "$OQ_TMP/worker.log"
+oq_check "ledger rows (one per good item), written as the worker role" \
   "$(adm "SELECT count(*) || '/' || count(DISTINCT item) FROM grants_ledger")" \
   "22/22"
-cli_check "items left" "$(adm "SELECT count(*) FROM onceq_items")" 0
-cli_check "dead-lettered (the bad item)" \
+oq_check "items left" "$(adm "SELECT count(*) FROM onceq_items")" 0
+oq_check "dead-lettered (the bad item)" \
   "$(adm "SELECT count(*) FROM onceq_dead")" 1
-cli_check "history rows (--history)" "$(adm "SELECT count(*) FROM onceq_done")" 22
-ONCEQ_DATABASE_URL=$P_URL run_onceq "$CLI_TMP/wait2.out" "$CLI_TMP/wait2.err" \
+oq_check "history rows (--history)" "$(adm "SELECT count(*) FROM onceq_done")" 22
+ONCEQ_DATABASE_URL=$P_URL oq_run_cli "$OQ_TMP/wait2.out" "$OQ_TMP/wait2.err" \
   wait "$ID1" --timeout 5s
-cli_check "producer: onceq wait of the acknowledged item exit" "$RC" 0
+oq_check "producer: onceq wait of the acknowledged item exit" "$OQ_RC" 0
 
 refused "worker DROP TABLE onceq_items" "$W_URL" \
   "DROP TABLE onceq_items" 'must be owner'
@@ -184,19 +184,19 @@ refused "worker reading onceq_dead (insert only)" "$W_URL" \
 refused "worker enqueueing" "$W_URL" \
   "INSERT INTO onceq_items (queue, payload) VALUES ('g', '{}')" \
   'permission denied'
-cli_check "onceq_items still has its columns" \
+oq_check "onceq_items still has its columns" \
   "$(adm "SELECT count(*) FROM information_schema.columns
         WHERE table_name = 'onceq_items' AND column_name = 'evil'")" 0
 
 # ---- coordinator -----------------------------------------------------------
 export ONCEQ_DATABASE_URL=$C_URL
-run_onceq "$CLI_TMP/sched.out" "$CLI_TMP/sched.err" schedule add gsched \
+oq_run_cli "$OQ_TMP/sched.out" "$OQ_TMP/sched.err" schedule add gsched \
   '@hourly' g '{"n":0}'
-cli_check "coordinator: onceq schedule add exit" "$RC" 0
+oq_check "coordinator: onceq schedule add exit" "$OQ_RC" 0
 "$ONCEQ_CLI" coordinator --interval 250ms --keep-done 1s \
-  >"$CLI_TMP/coordinator.log" 2>&1 &
+  >"$OQ_TMP/coordinator.log" 2>&1 &
 CPID=$!
-CLI_PIDS+=("$CPID")
+OQ_PIDS+=("$CPID")
 leads=0
 for _ in $(seq 1 60); do
   if [ "$(adm "SELECT count(*) FROM onceq_leases")" -ge 1 ] &&
@@ -206,27 +206,27 @@ for _ in $(seq 1 60); do
   fi
   sleep 0.25
 done
-cli_alive "$CPID" || cli_fail "the coordinator exited: $(tail -n 5 "$CLI_TMP/coordinator.log")"
-cli_check "coordinator leads (lease row) and retention emptied onceq_done" \
+oq_alive "$CPID" || oq_fail "the coordinator exited: $(tail -n 5 "$OQ_TMP/coordinator.log")"
+oq_check "coordinator leads (lease row) and retention emptied onceq_done" \
   "$leads" 1
 kill -TERM "$CPID"
 wait "$CPID" || true
-no_denied coordinator "$CLI_TMP/coordinator.log"
+no_denied coordinator "$OQ_TMP/coordinator.log"
 DEAD=$(adm "SELECT id FROM onceq_dead LIMIT 1")
-run_onceq "$CLI_TMP/retry.out" "$CLI_TMP/retry.err" retry "$DEAD"
-cli_check "coordinator: onceq retry exit" "$RC" 0
-run_onceq "$CLI_TMP/cancel.out" "$CLI_TMP/cancel.err" cancel "$DEAD"
-cli_check "coordinator: onceq cancel exit" "$RC" 0
-run_onceq "$CLI_TMP/reap.out" "$CLI_TMP/reap.err" reap
-cli_check "coordinator: onceq reap exit" "$RC" 0
-run_onceq "$CLI_TMP/parts.out" "$CLI_TMP/parts.err" parts set 16
-cli_check "coordinator: onceq parts set exit" "$RC" 0
-cat "$CLI_TMP"/{sched,retry,cancel,reap,parts}.err >"$CLI_TMP/ops.log"
-no_denied "coordinator operator commands" "$CLI_TMP/ops.log"
+oq_run_cli "$OQ_TMP/retry.out" "$OQ_TMP/retry.err" retry "$DEAD"
+oq_check "coordinator: onceq retry exit" "$OQ_RC" 0
+oq_run_cli "$OQ_TMP/cancel.out" "$OQ_TMP/cancel.err" cancel "$DEAD"
+oq_check "coordinator: onceq cancel exit" "$OQ_RC" 0
+oq_run_cli "$OQ_TMP/reap.out" "$OQ_TMP/reap.err" reap
+oq_check "coordinator: onceq reap exit" "$OQ_RC" 0
+oq_run_cli "$OQ_TMP/parts.out" "$OQ_TMP/parts.err" parts set 16
+oq_check "coordinator: onceq parts set exit" "$OQ_RC" 0
+cat "$OQ_TMP"/{sched,retry,cancel,reap,parts}.err >"$OQ_TMP/ops.log"
+no_denied "coordinator operator commands" "$OQ_TMP/ops.log"
 refused "coordinator DROP TABLE onceq_items" "$C_URL" \
   "DROP TABLE onceq_items" 'must be owner'
 refused "coordinator TRUNCATE onceq_done" "$C_URL" \
   "TRUNCATE onceq_done" 'permission denied'
 refused "coordinator reading grants_secret" "$C_URL" \
   "SELECT * FROM grants_secret" 'permission denied'
-cli_log "PASS"
+oq_log "PASS"

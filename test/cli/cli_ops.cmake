@@ -1,30 +1,13 @@
 # Operator CLI tests (LABEL integration): bash scripts that run the real
 # `onceq` binary (and onceq-worker where a running item is needed) against a
 # private database from the harness (ONCEQ_TEST_DSN), under
-# ONCEQ_TEST_ISOLATION. Shared plumbing: cli_lib.sh. Each script skips (77)
-# without a database.
-if(TARGET onceq AND TARGET onceq-worker)
-  set(_cli_env
-      "ONCEQ_CLI=$<TARGET_FILE:onceq>"
-      "ONCEQ_WORKER=$<TARGET_FILE:onceq-worker>")
-  # name|timeout (s): the script is test/cli/<name>.sh
-  set(_cli_tests
-      "cli_push_single|60"
-      "cli_push_bulk|240"
-      "cli_push_bad_line|120"
-      "cli_push_progress|120"
-      "cli_ops|120"
-      "cli_cancel_running|90"
-      "cli_bad_input|60")
-  foreach(_t IN LISTS _cli_tests)
-    string(REPLACE "|" ";" _t "${_t}")
-    list(GET _t 0 _name)
-    list(GET _t 1 _timeout)
-    add_test(NAME ${_name}
-             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${_name}.sh)
-    set_tests_properties(${_name} PROPERTIES
-                         LABELS integration TIMEOUT ${_timeout}
-                         SKIP_RETURN_CODE 77
-                         ENVIRONMENT "${_cli_env}")
-  endforeach()
-endif()
+# ONCEQ_TEST_ISOLATION. Shared plumbing: test/harness/oq_harness.sh. Each
+# script skips (77) without a database.
+set(_n NEEDS onceq onceq-worker LABELS integration)
+oq_add_script_test(NAME cli_push_single SCRIPT cli_push_single.sh TIMEOUT 60 ${_n})
+oq_add_script_test(NAME cli_push_bulk SCRIPT cli_push_bulk.sh TIMEOUT 240 ${_n})
+oq_add_script_test(NAME cli_push_bad_line SCRIPT cli_push_bad_line.sh TIMEOUT 120 ${_n})
+oq_add_script_test(NAME cli_push_progress SCRIPT cli_push_progress.sh TIMEOUT 120 ${_n})
+oq_add_script_test(NAME cli_ops SCRIPT cli_ops.sh TIMEOUT 120 ${_n})
+oq_add_script_test(NAME cli_cancel_running SCRIPT cli_cancel_running.sh TIMEOUT 90 ${_n})
+oq_add_script_test(NAME cli_bad_input SCRIPT cli_bad_input.sh TIMEOUT 60 ${_n})

@@ -22,31 +22,16 @@ target_link_libraries(it_coord_schedule_race PRIVATE Threads::Threads m)
 # Integration (LABEL integration): bash scripts that run the real `onceq`
 # binary against a private database per test from the harness
 # (ONCEQ_TEST_DSN), under ONCEQ_TEST_ISOLATION. Shared plumbing:
-# coord_lib.sh. Each script skips (77) without a database.
+# test/harness/oq_harness.sh. Each script skips (77) without a database.
 #
 # RUN_SERIAL: the failover and schedule tests time a takeover (expiry +
 # one interval); they want a quiet machine.
-if(TARGET onceq)
-  set(_coord_env "ONCEQ_CLI=$<TARGET_FILE:onceq>")
-  # name|script|timeout (s)|RUN_SERIAL
-  set(_coord_tests
-      "it_coord_stats|it_stats.sh|90|FALSE"
-      "it_coord_failover|it_failover.sh|90|TRUE"
-      "it_coord_retention|it_retention.sh|90|FALSE"
-      "it_coord_webhook|it_webhook.sh|90|FALSE"
-      "it_coord_schedule|it_schedule.sh|120|TRUE"
-      "it_coord_bad_input|it_bad_input.sh|60|FALSE")
-  foreach(_t IN LISTS _coord_tests)
-    string(REPLACE "|" ";" _t "${_t}")
-    list(GET _t 0 _name)
-    list(GET _t 1 _script)
-    list(GET _t 2 _timeout)
-    list(GET _t 3 _serial)
-    add_test(NAME ${_name}
-             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/${_script})
-    set_tests_properties(${_name} PROPERTIES
-                         LABELS integration TIMEOUT ${_timeout}
-                         SKIP_RETURN_CODE 77 RUN_SERIAL ${_serial}
-                         ENVIRONMENT "${_coord_env}")
-  endforeach()
-endif()
+set(_n NEEDS onceq LABELS integration)
+oq_add_script_test(NAME it_coord_stats SCRIPT it_stats.sh TIMEOUT 90 ${_n})
+oq_add_script_test(NAME it_coord_failover SCRIPT it_failover.sh TIMEOUT 90
+                   RUN_SERIAL ${_n})
+oq_add_script_test(NAME it_coord_retention SCRIPT it_retention.sh TIMEOUT 90 ${_n})
+oq_add_script_test(NAME it_coord_webhook SCRIPT it_webhook.sh TIMEOUT 90 ${_n})
+oq_add_script_test(NAME it_coord_schedule SCRIPT it_schedule.sh TIMEOUT 120
+                   RUN_SERIAL ${_n})
+oq_add_script_test(NAME it_coord_bad_input SCRIPT it_bad_input.sh TIMEOUT 60 ${_n})

@@ -4,32 +4,32 @@
 # changes nothing in the database: a bad cron expression, bad JSON, a bad
 # name, a name that exists, an unknown name (alone and with a known one),
 # bad flags, a schema that was never migrated.
-source "$(dirname "$0")/coord_lib.sh"
-co_setup bad_input
+source "$(dirname "$0")/../harness/oq_harness.sh"
+oq_setup bad_input
 
-"$ONCEQ_CLI" --db "$CO_DSN" schedule add keep '*/5 * * * *' q '{"a": 1}' >/dev/null ||
-  co_fail "schedule add keep failed"
+"$ONCEQ_CLI" --db "$OQ_DSN" schedule add keep '*/5 * * * *' q '{"a": 1}' >/dev/null ||
+  oq_fail "schedule add keep failed"
 state() {
-  co_sql "SELECT count(*) || ':' || coalesce(string_agg(name || '|' || cron
+  oq_sql "SELECT count(*) || ':' || coalesce(string_agg(name || '|' || cron
             || '|' || queue || '|' || payload::text || '|' || next_run_at::text,
             ',' ORDER BY name), '') FROM onceq_schedules"
 }
-items() { co_sql "SELECT count(*) FROM onceq_items"; }
+items() { oq_sql "SELECT count(*) FROM onceq_items"; }
 BEFORE=$(state)
-co_log "schedules: $BEFORE"
+oq_log "schedules: $BEFORE"
 
 # expect_usage WHAT NEEDLE ARGS...: exit 2, exactly one stderr line that
 # contains NEEDLE, no stdout, schedules and items unchanged.
 expect_usage() {
   local what=$1 needle=$2 rc=0
   shift 2
-  "$ONCEQ_CLI" --db "$CO_DSN" "$@" >"$CO_TMP/out" 2>"$CO_TMP/err" </dev/null || rc=$?
-  co_check "$what: exit status" "$rc" 2
-  co_check "$what: stderr lines" "$(wc -l <"$CO_TMP/err" | tr -d ' ')" 1
-  co_contains "$what: message" "$(cat "$CO_TMP/err")" "$needle"
-  co_check "$what: stdout" "$(cat "$CO_TMP/out")" ""
-  co_check "$what: schedules unchanged" "$(state)" "$BEFORE"
-  co_check "$what: no items" "$(items)" 0
+  "$ONCEQ_CLI" --db "$OQ_DSN" "$@" >"$OQ_TMP/out" 2>"$OQ_TMP/err" </dev/null || rc=$?
+  oq_check "$what: exit status" "$rc" 2
+  oq_check "$what: stderr lines" "$(wc -l <"$OQ_TMP/err" | tr -d ' ')" 1
+  oq_contains "$what: message" "$(cat "$OQ_TMP/err")" "$needle"
+  oq_check "$what: stdout" "$(cat "$OQ_TMP/out")" ""
+  oq_check "$what: schedules unchanged" "$(state)" "$BEFORE"
+  oq_check "$what: no items" "$(items)" 0
 }
 
 expect_usage "bad cron (minute)" "minute field '61': values must be 0-59" \
@@ -59,23 +59,23 @@ expect_usage "coordinator: bad keep" "or off" coordinator --keep-done forever
 expect_usage "stats: bad watch interval" "--watch" stats --watch 10ms
 expect_usage "stats: bad sample" "--sample" stats --sample often
 expect_usage "stats: unknown argument" "unknown argument" stats --bogus
-co_check "no session left behind" "$(co_sql 'SELECT count(*) FROM onceq_sessions')" 0
-co_check "no lease" "$(co_sql 'SELECT count(*) FROM onceq_leases')" 0
+oq_check "no session left behind" "$(oq_sql 'SELECT count(*) FROM onceq_sessions')" 0
+oq_check "no lease" "$(oq_sql 'SELECT count(*) FROM onceq_leases')" 0
 
 # a database without the schema: one line naming `onceq migrate`, exit 2
-EMPTY="${CO_DB}_empty"
-co_admin_sql "DROP DATABASE IF EXISTS $EMPTY WITH (FORCE)" >/dev/null 2>&1
-co_admin_sql "CREATE DATABASE $EMPTY" >/dev/null
+EMPTY="${OQ_DB}_empty"
+oq_admin_sql "DROP DATABASE IF EXISTS $EMPTY WITH (FORCE)" >/dev/null 2>&1
+oq_admin_sql "CREATE DATABASE $EMPTY" >/dev/null
 for cmd in "coordinator" "stats" "schedule list"; do
   rc=0
   # shellcheck disable=SC2086
-  timeout 20 "$ONCEQ_CLI" --db "$CO_ADMIN_DSN dbname=$EMPTY" $cmd \
-    >"$CO_TMP/out" 2>"$CO_TMP/err" </dev/null || rc=$?
-  co_check "$cmd without schema: exit status" "$rc" 2
-  co_contains "$cmd without schema: message" "$(cat "$CO_TMP/err")" "onceq migrate"
+  timeout 20 "$ONCEQ_CLI" --db "$OQ_ADMIN_DSN dbname=$EMPTY" $cmd \
+    >"$OQ_TMP/out" 2>"$OQ_TMP/err" </dev/null || rc=$?
+  oq_check "$cmd without schema: exit status" "$rc" 2
+  oq_contains "$cmd without schema: message" "$(cat "$OQ_TMP/err")" "onceq migrate"
 done
-co_check "tables created in the empty database" \
-  "$("$CO_PSQL" -X -At -d "$CO_ADMIN_DSN dbname=$EMPTY" -c \
+oq_check "tables created in the empty database" \
+  "$("$OQ_PSQL" -X -At -d "$OQ_ADMIN_DSN dbname=$EMPTY" -c \
      "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'onceq_%'")" 0
-co_admin_sql "DROP DATABASE IF EXISTS $EMPTY WITH (FORCE)" >/dev/null 2>&1
-co_log "PASS"
+oq_admin_sql "DROP DATABASE IF EXISTS $EMPTY WITH (FORCE)" >/dev/null 2>&1
+oq_log "PASS"

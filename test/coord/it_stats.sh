@@ -10,13 +10,13 @@
 # (~30 s), history rates and the scaling hints; --watch redraws in place
 # under a pseudo-terminal (script), prints blocks off a terminal, one JSON
 # object per line with --json, and exits 0 on SIGINT.
-source "$(dirname "$0")/coord_lib.sh"
-co_setup stats
+source "$(dirname "$0")/../harness/oq_harness.sh"
+oq_setup stats
 
-co_sql "INSERT INTO onceq_sessions (id, expiry, hostname, pid, queues)
+oq_sql "INSERT INTO onceq_sessions (id, expiry, hostname, pid, queues)
         VALUES ('00000000-0000-4000-8000-000000000001', interval '1 hour',
                 'it-host', 4242, 'alpha,beta')"
-co_sql "INSERT INTO onceq_items (queue, run_at, priority)
+oq_sql "INSERT INTO onceq_items (queue, run_at, priority)
           SELECT 'alpha', now() - interval '30 seconds', 0
           FROM generate_series(1, 7);
         INSERT INTO onceq_items (queue, run_at, priority)
@@ -47,10 +47,10 @@ co_sql "INSERT INTO onceq_items (queue, run_at, priority)
 # stats_json: run `onceq --json stats` (two samples 1 s apart) and print
 # one "key=value" line per fact the checks below look at.
 stats_json() {
-  "$ONCEQ_CLI" --db "$CO_DSN" --json stats >"$CO_TMP/stats.json" \
-    2>"$CO_TMP/stats.log" ||
-    co_fail "onceq stats --json failed: $(cat "$CO_TMP/stats.log")"
-  co_py - "$CO_TMP/stats.json" <<'EOF'
+  "$ONCEQ_CLI" --db "$OQ_DSN" --json stats >"$OQ_TMP/stats.json" \
+    2>"$OQ_TMP/stats.log" ||
+    oq_fail "onceq stats --json failed: $(cat "$OQ_TMP/stats.log")"
+  oq_py - "$OQ_TMP/stats.json" <<'EOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))          # must be valid JSON
 q = {x["queue"]: x for x in doc["queues"]}
@@ -89,38 +89,38 @@ line() { printf '%s\n' "$check" | grep "^$1" || true; }
 
 # ---- --json: exact numbers ----------------------------------------------
 check=$(stats_json) ||
-  co_fail "stats JSON did not parse: $(head -c 600 "$CO_TMP/stats.json")"
-co_log "stats --json:"$'\n'"$check"
-co_check "alpha ready/sched/running/dead" "$(line alpha:)" "alpha:9/5/0/0"
-co_check "beta ready/sched/running/dead" "$(line beta:)" "beta:0/0/3/6"
-co_check "gamma ready/sched/running/dead" "$(line gamma:)" "gamma:0/0/0/2"
-co_check "queue list" "$(line queues=)" "queues=alpha,beta,gamma"
-co_check "alpha ready_capped" "$(line alpha_capped=)" "alpha_capped=False"
-co_check "totals" "$(line total:)" "total:9/5/3/8:False"
-co_check "alpha lag ~30 s" "$(line lag_ok=)" "lag_ok=True"
-co_check "beta lag (nothing ready)" "$(line beta_lag=)" "beta_lag=None"
-co_check "history seen" "$(line history=)" "history=True"
-co_check "alpha done/min (12 in the last 60 s)" "$(line alpha_done=)" \
+  oq_fail "stats JSON did not parse: $(head -c 600 "$OQ_TMP/stats.json")"
+oq_log "stats --json:"$'\n'"$check"
+oq_check "alpha ready/sched/running/dead" "$(line alpha:)" "alpha:9/5/0/0"
+oq_check "beta ready/sched/running/dead" "$(line beta:)" "beta:0/0/3/6"
+oq_check "gamma ready/sched/running/dead" "$(line gamma:)" "gamma:0/0/0/2"
+oq_check "queue list" "$(line queues=)" "queues=alpha,beta,gamma"
+oq_check "alpha ready_capped" "$(line alpha_capped=)" "alpha_capped=False"
+oq_check "totals" "$(line total:)" "total:9/5/3/8:False"
+oq_check "alpha lag ~30 s" "$(line lag_ok=)" "lag_ok=True"
+oq_check "beta lag (nothing ready)" "$(line beta_lag=)" "beta_lag=None"
+oq_check "history seen" "$(line history=)" "history=True"
+oq_check "alpha done/min (12 in the last 60 s)" "$(line alpha_done=)" \
   "alpha_done=12.0"
 # arrivals: items created in the last 60 s wherever they are now:
 # 9 ready (both priorities became runnable within 60 s) + 12 acked
-co_check "alpha in/min" "$(line alpha_in=)" "alpha_in=21.0"
-co_check "beta dead/min" "$(line beta_dead_per_min=)" "beta_dead_per_min=6"
-co_check "sessions" "$(line sessions=)" "sessions=1"
-co_check "the worker session" "$(line session0=)" \
+oq_check "alpha in/min" "$(line alpha_in=)" "alpha_in=21.0"
+oq_check "beta dead/min" "$(line beta_dead_per_min=)" "beta_dead_per_min=6"
+oq_check "sessions" "$(line sessions=)" "sessions=1"
+oq_check "the worker session" "$(line session0=)" \
   "session0=worker/it-host/4242/3"
 # all queues: arrivals 21 (alpha) + 9 (beta: 3 running + 6 dead, all new)
 # + 2 (gamma: dead) = 32/min; completions 12/min by 1 worker:
 # 32 / 12 = 2.7 -> 3 workers
-co_check "scaling" "$(line workers=)" "workers=1 needed=3"
-co_contains "scaling reason" "$(line reason=)" \
+oq_check "scaling" "$(line workers=)" "workers=1 needed=3"
+oq_contains "scaling reason" "$(line reason=)" \
   "all queues: arrivals 32.0/min / (12.0/min done by 1 worker(s) = 12.0/min each) = 2.7 -> 3 worker(s) needed, 1 running"
 # per queue, with the workers that serve it (the session lists alpha,beta)
-co_check "alpha hint" "$(line hint_alpha=)" \
+oq_check "alpha hint" "$(line hint_alpha=)" \
   "hint_alpha=1/2/alpha: arrivals 21.0/min / (12.0/min done by 1 worker(s) = 12.0/min each) = 1.8 -> 2 worker(s) needed, 1 running"
-co_contains "beta hint" "$(line hint_beta=)" \
+oq_contains "beta hint" "$(line hint_beta=)" \
   "hint_beta=1/None/beta: 1 worker(s) completed nothing in the window"
-co_contains "gamma hint" "$(line hint_gamma=)" \
+oq_contains "gamma hint" "$(line hint_gamma=)" \
   "hint_gamma=0/1/gamma: no worker serves it"
 
 # watch_frames OUT PATTERN MIN pty|pipe CMD...: run CMD (stdout to OUT,
@@ -149,8 +149,8 @@ watch_frames() {
     timeout --preserve-status -s INT 40 "$@" >"$out" 2>"$out.log" </dev/null &
     pid=$!
   fi
-  deadline=$(($(co_now_ms) + 30000))
-  while [ "$(co_now_ms)" -lt "$deadline" ] && co_alive "$pid"; do
+  deadline=$(($(oq_now_ms) + 30000))
+  while [ "$(oq_now_ms)" -lt "$deadline" ] && oq_alive "$pid"; do
     n=$(grep -c -a -- "$pat" "$out" || true)
     [ "$n" -ge "$min" ] && break
     sleep 0.1
@@ -171,60 +171,60 @@ watch_frames() {
 # ---- --watch on a pseudo-terminal: redraws in place ---------------------
 # (Before the 100005-item queue is added: each frame stays quick on a busy
 # box.)
-watch_frames "$CO_TMP/watch_tty.out" $'\033\[2J' 3 pty \
-  "'$ONCEQ_CLI' --db '$CO_DSN' stats --watch 200ms"
-co_check "stats --watch on a terminal: exit status after Ctrl-C" "$WATCH_RC" 0
-clears=$( (grep -o $'\033\[2J' "$CO_TMP/watch_tty.out" || true) | wc -l |
+watch_frames "$OQ_TMP/watch_tty.out" $'\033\[2J' 3 pty \
+  "'$ONCEQ_CLI' --db '$OQ_DSN' stats --watch 200ms"
+oq_check "stats --watch on a terminal: exit status after Ctrl-C" "$WATCH_RC" 0
+clears=$( (grep -o $'\033\[2J' "$OQ_TMP/watch_tty.out" || true) | wc -l |
   tr -d ' ')
-co_log "clear-screen sequences: $clears"
-co_check_le "clear-screen redraws (>= 2)" 2 "$clears"
-co_contains "watch frame" "$(cat -v "$CO_TMP/watch_tty.out")" "alpha"
+oq_log "clear-screen sequences: $clears"
+oq_check_le "clear-screen redraws (>= 2)" 2 "$clears"
+oq_contains "watch frame" "$(cat -v "$OQ_TMP/watch_tty.out")" "alpha"
 
 # ---- --watch off a terminal: successive blocks, no escapes --------------
-watch_frames "$CO_TMP/watch.out" '^QUEUE' 3 pipe \
-  "$ONCEQ_CLI" --db "$CO_DSN" stats --watch 200ms
-co_check "stats --watch (pipe) exit status on SIGINT" "$WATCH_RC" 0
-blocks=$(grep -c '^QUEUE' "$CO_TMP/watch.out" || true)
-co_check_le "blocks printed (>= 2)" 2 "$blocks"
-co_check "escape sequences off a terminal" \
-  "$(grep -c $'\033' "$CO_TMP/watch.out" || true)" 0
+watch_frames "$OQ_TMP/watch.out" '^QUEUE' 3 pipe \
+  "$ONCEQ_CLI" --db "$OQ_DSN" stats --watch 200ms
+oq_check "stats --watch (pipe) exit status on SIGINT" "$WATCH_RC" 0
+blocks=$(grep -c '^QUEUE' "$OQ_TMP/watch.out" || true)
+oq_check_le "blocks printed (>= 2)" 2 "$blocks"
+oq_check "escape sequences off a terminal" \
+  "$(grep -c $'\033' "$OQ_TMP/watch.out" || true)" 0
 
 # ---- --watch --json: one valid object per line ---------------------------
-watch_frames "$CO_TMP/watch.json" '"queues"' 3 pipe \
-  "$ONCEQ_CLI" --db "$CO_DSN" --json stats --watch 200ms
-co_check "stats --watch --json exit status" "$WATCH_RC" 0
-n=$(co_py -c '
+watch_frames "$OQ_TMP/watch.json" '"queues"' 3 pipe \
+  "$ONCEQ_CLI" --db "$OQ_DSN" --json stats --watch 200ms
+oq_check "stats --watch --json exit status" "$WATCH_RC" 0
+n=$(oq_py -c '
 import json, sys
 n = 0
 for l in open(sys.argv[1]):
     d = json.loads(l)
     assert {x["queue"]: x for x in d["queues"]}["alpha"]["ready"] == 9
     n += 1
-print(n)' "$CO_TMP/watch.json") ||
-  co_fail "watch JSON lines invalid: $(head -c 300 "$CO_TMP/watch.json")"
-co_check_le "JSON lines (>= 2)" 2 "$n"
+print(n)' "$OQ_TMP/watch.json") ||
+  oq_fail "watch JSON lines invalid: $(head -c 300 "$OQ_TMP/watch.json")"
+oq_check_le "JSON lines (>= 2)" 2 "$n"
 
 # ---- capped counts: 100005 ready in one queue ----------------------------
-co_sql "INSERT INTO onceq_items (queue) SELECT 'big' FROM generate_series(1, 100005)"
+oq_sql "INSERT INTO onceq_items (queue) SELECT 'big' FROM generate_series(1, 100005)"
 check=$(stats_json) ||
-  co_fail "stats JSON did not parse: $(head -c 600 "$CO_TMP/stats.json")"
-co_check "big (capped)" "$(line big:)" "big:100000/0/0/0"
-co_check "big ready_capped" "$(line big_capped=)" "big_capped=True"
-co_check "alpha still exact" "$(line alpha:)" "alpha:9/5/0/0"
-co_check "totals with a capped queue" "$(line total:)" "total:100009/5/3/8:True"
+  oq_fail "stats JSON did not parse: $(head -c 600 "$OQ_TMP/stats.json")"
+oq_check "big (capped)" "$(line big:)" "big:100000/0/0/0"
+oq_check "big ready_capped" "$(line big_capped=)" "big_capped=True"
+oq_check "alpha still exact" "$(line alpha:)" "alpha:9/5/0/0"
+oq_check "totals with a capped queue" "$(line total:)" "total:100009/5/3/8:True"
 
 # ---- the table ----------------------------------------------------------
-"$ONCEQ_CLI" --db "$CO_DSN" stats --sample 0s >"$CO_TMP/stats.txt" 2>&1 ||
-  co_fail "onceq stats failed: $(cat "$CO_TMP/stats.txt")"
-cat "$CO_TMP/stats.txt"
-row() { awk -v q="$1" '$1 == q { print $2, $3, $4, $5 }' "$CO_TMP/stats.txt"; }
-co_check "table alpha" "$(row alpha)" "9 5 0 0"
-co_check "table beta" "$(row beta)" "0 0 3 6"
-co_check "table big" "$(row big)" "100000+ 0 0 0"
-co_check "table TOTAL" "$(row TOTAL)" "100009+ 5 3 8"
-co_check "table lines wider than 80" \
-  "$(awk 'length > 80' "$CO_TMP/stats.txt" | wc -l | tr -d ' ')" 0
-co_contains "table session row" "$(cat "$CO_TMP/stats.txt")" "it-host"
-co_contains "table scaling line" "$(cat "$CO_TMP/stats.txt")" "scaling: "
+"$ONCEQ_CLI" --db "$OQ_DSN" stats --sample 0s >"$OQ_TMP/stats.txt" 2>&1 ||
+  oq_fail "onceq stats failed: $(cat "$OQ_TMP/stats.txt")"
+cat "$OQ_TMP/stats.txt"
+row() { awk -v q="$1" '$1 == q { print $2, $3, $4, $5 }' "$OQ_TMP/stats.txt"; }
+oq_check "table alpha" "$(row alpha)" "9 5 0 0"
+oq_check "table beta" "$(row beta)" "0 0 3 6"
+oq_check "table big" "$(row big)" "100000+ 0 0 0"
+oq_check "table TOTAL" "$(row TOTAL)" "100009+ 5 3 8"
+oq_check "table lines wider than 80" \
+  "$(awk 'length > 80' "$OQ_TMP/stats.txt" | wc -l | tr -d ' ')" 0
+oq_contains "table session row" "$(cat "$OQ_TMP/stats.txt")" "it-host"
+oq_contains "table scaling line" "$(cat "$OQ_TMP/stats.txt")" "scaling: "
 
-co_log "PASS"
+oq_log "PASS"

@@ -8,17 +8,17 @@
 # element made from database text. Then a screenshot, the JSON endpoints
 # (the CLI's --json shapes) and the bearer token (401 without it).
 # Skips (77) without a database or without chromium.
-source "$(dirname "$0")/coord_lib.sh"
+source "$(dirname "$0")/../harness/oq_harness.sh"
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$CHROMIUM" ] && [ -n "${ONCEQ_TEST_DSN:-}" ]; then
   echo "SKIP: no chromium (ONCEQ_APT_PACKAGES in test/run.sh installs it)" >&2
   exit 77
 fi
-co_setup status_page
+oq_setup status_page
 
 A=00000000-0000-4000-8000-00000000000a
 B=00000000-0000-4000-8000-00000000000b
-co_sql "INSERT INTO onceq_sessions (id, expiry, hostname, pid, queues, partitioned)
+oq_sql "INSERT INTO onceq_sessions (id, expiry, hostname, pid, queues, partitioned)
         VALUES ('$A', interval '1 hour', '<i>evil</i>-host', 4001, 'emails', true),
                ('$B', interval '1 hour', 'worker-b', 4002, 'emails,hooks', true);
         INSERT INTO onceq_settings (key, value) VALUES ('partitions', '4');
@@ -36,25 +36,25 @@ co_sql "INSERT INTO onceq_sessions (id, expiry, hostname, pid, queues, partition
           '{\"p\": \"<img src=x onerror=alert(2)>\"}', 0, 3, 3,
           'exit status 1: <script>alert(1)</script> & <b>bold</b>', now())" >/dev/null
 
-co_coordinator coord --metrics-addr 127.0.0.1:0 --interval 200ms
-cpid=$CO_LAST_PID
-co_wait_until 15 "the coordinator serves" \
-  grep -q 'metrics on .* (port [0-9]*)' "$CO_TMP/coord.log"
-port=$(sed -n 's/.*metrics on .* (port \([0-9]*\)).*/\1/p' "$CO_TMP/coord.log" | head -1)
-co_wait_until 15 "the coordinator leads" co_sql_is \
+oq_coordinator coord --metrics-addr 127.0.0.1:0 --interval 200ms
+cpid=$OQ_LAST_PID
+oq_wait_until 15 "the coordinator serves" \
+  grep -q 'metrics on .* (port [0-9]*)' "$OQ_TMP/coord.log"
+port=$(sed -n 's/.*metrics on .* (port \([0-9]*\)).*/\1/p' "$OQ_TMP/coord.log" | head -1)
+oq_wait_until 15 "the coordinator leads" oq_sql_is \
   "SELECT count(*) FROM onceq_leases" 1
 url="http://127.0.0.1:$port/"
-co_log "page at $url"
+oq_log "page at $url"
 
 # the browser: DOM after rendering, and a screenshot
 chrome() {
   timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu \
-    --hide-scrollbars --user-data-dir="$CO_TMP/chrome" "$@" 2>>"$CO_TMP/chrome.log"
+    --hide-scrollbars --user-data-dir="$OQ_TMP/chrome" "$@" 2>>"$OQ_TMP/chrome.log"
 }
-t0=$(co_now_ms)
-chrome --dump-dom "$url" >"$CO_TMP/dom.html" || co_fail "chromium --dump-dom failed"
-co_log "chromium rendered the DOM in $(($(co_now_ms) - t0)) ms"
-cat >"$CO_TMP/expect.json" <<'JSON'
+t0=$(oq_now_ms)
+chrome --dump-dom "$url" >"$OQ_TMP/dom.html" || oq_fail "chromium --dump-dom failed"
+oq_log "chromium rendered the DOM in $(($(oq_now_ms) - t0)) ms"
+cat >"$OQ_TMP/expect.json" <<'JSON'
 {"queues": {"emails": {"ready": 3, "delayed": 0, "claimed": 1, "dead": 0},
             "reports": {"ready": 0, "delayed": 2, "claimed": 0, "dead": 0},
             "hooks": {"ready": 0, "delayed": 0, "claimed": 0, "dead": 1}},
@@ -65,24 +65,24 @@ cat >"$CO_TMP/expect.json" <<'JSON'
  "texts": ["exit status 1: <script>alert(1)</script> & <b>bold</b>",
            "<img src=x onerror=alert(2)>", "<i>evil</i>-host", "worker-b"]}
 JSON
-co_py "$(dirname "$0")/status_dom.py" "$CO_TMP/dom.html" "$CO_TMP/expect.json" ||
-  co_fail "the rendered page does not match (see above)"
-shot=${ONCEQ_STATUS_SCREENSHOT:-$CO_TMP/status.png}
+oq_py "$(dirname "$0")/status_dom.py" "$OQ_TMP/dom.html" "$OQ_TMP/expect.json" ||
+  oq_fail "the rendered page does not match (see above)"
+shot=${ONCEQ_STATUS_SCREENSHOT:-$OQ_TMP/status.png}
 chrome --window-size=1280,1000 --screenshot="$shot" "$url" >/dev/null ||
-  co_fail "chromium --screenshot failed"
-[ -s "$shot" ] || co_fail "no screenshot at $shot"
-co_log "ok: screenshot $shot ($(stat -c %s "$shot") bytes)"
+  oq_fail "chromium --screenshot failed"
+[ -s "$shot" ] || oq_fail "no screenshot at $shot"
+oq_log "ok: screenshot $shot ($(stat -c %s "$shot") bytes)"
 
 # the raw HTML: security headers, no script, escaped database text
-curl -s -D "$CO_TMP/h.txt" -o "$CO_TMP/page.html" "$url"
-co_contains "content security policy" "$(cat "$CO_TMP/h.txt")" \
+curl -s -D "$OQ_TMP/h.txt" -o "$OQ_TMP/page.html" "$url"
+oq_contains "content security policy" "$(cat "$OQ_TMP/h.txt")" \
   "Content-Security-Policy: default-src 'none'"
-co_check "no <script in the HTML" "$(grep -c '<script' "$CO_TMP/page.html" || true)" 0
-co_contains "escaped error" "$(cat "$CO_TMP/page.html")" \
+oq_check "no <script in the HTML" "$(grep -c '<script' "$OQ_TMP/page.html" || true)" 0
+oq_contains "escaped error" "$(cat "$OQ_TMP/page.html")" \
   '&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;'
 
 # JSON endpoints: the CLI's --json shapes (same keys)
-keys() { co_py -c 'import json,sys
+keys() { oq_py -c 'import json,sys
 d=json.load(open(sys.argv[1]))
 def walk(v, p):
     if isinstance(v, dict):
@@ -93,30 +93,30 @@ for pair in "stats|stats --sample 0s" "sessions|sessions" "parts|parts" \
   "dead|list --state dead"; do
   ep=${pair%%|*}
   cmd=${pair#*|}
-  curl -s -o "$CO_TMP/api_$ep.json" "http://127.0.0.1:$port/api/$ep"
+  curl -s -o "$OQ_TMP/api_$ep.json" "http://127.0.0.1:$port/api/$ep"
   # shellcheck disable=SC2086 # cmd is words
-  "$ONCEQ_CLI" --db "$CO_DSN" --json $cmd >"$CO_TMP/cli_$ep.json"
-  co_check "/api/$ep has the keys of onceq $cmd --json" \
-    "$(keys "$CO_TMP/api_$ep.json" | tr '\n' ' ')" \
-    "$(keys "$CO_TMP/cli_$ep.json" | tr '\n' ' ')"
+  "$ONCEQ_CLI" --db "$OQ_DSN" --json $cmd >"$OQ_TMP/cli_$ep.json"
+  oq_check "/api/$ep has the keys of onceq $cmd --json" \
+    "$(keys "$OQ_TMP/api_$ep.json" | tr '\n' ' ')" \
+    "$(keys "$OQ_TMP/cli_$ep.json" | tr '\n' ' ')"
 done
-co_check "/api/dead last_error" \
-  "$(co_py -c 'import json,sys; print(json.load(open(sys.argv[1]))["items"][0]["last_error"])' "$CO_TMP/api_dead.json")" \
+oq_check "/api/dead last_error" \
+  "$(oq_py -c 'import json,sys; print(json.load(open(sys.argv[1]))["items"][0]["last_error"])' "$OQ_TMP/api_dead.json")" \
   'exit status 1: <script>alert(1)</script> & <b>bold</b>'
-co_check "unknown path" "$(curl -s -o /dev/null -w '%{http_code}' "${url}nope")" 404
+oq_check "unknown path" "$(curl -s -o /dev/null -w '%{http_code}' "${url}nope")" 404
 
 # a token: 401 without it (or a wrong one), 200 with it
-ONCEQ_STATUS_TOKEN=s3cret co_coordinator tok --metrics-addr 127.0.0.1:0 \
+ONCEQ_STATUS_TOKEN=s3cret oq_coordinator tok --metrics-addr 127.0.0.1:0 \
   --interval 200ms
-co_wait_until 15 "the second coordinator serves" \
-  grep -q 'metrics on .* (port [0-9]*)' "$CO_TMP/tok.log"
-tport=$(sed -n 's/.*metrics on .* (port \([0-9]*\)).*/\1/p' "$CO_TMP/tok.log" | head -1)
-co_check "no token" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$tport/")" 401
-co_check "wrong token" "$(curl -s -o /dev/null -w '%{http_code}' \
+oq_wait_until 15 "the second coordinator serves" \
+  grep -q 'metrics on .* (port [0-9]*)' "$OQ_TMP/tok.log"
+tport=$(sed -n 's/.*metrics on .* (port \([0-9]*\)).*/\1/p' "$OQ_TMP/tok.log" | head -1)
+oq_check "no token" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$tport/")" 401
+oq_check "wrong token" "$(curl -s -o /dev/null -w '%{http_code}' \
   -H 'Authorization: Bearer nope' "http://127.0.0.1:$tport/api/stats")" 401
-co_check "right token" "$(curl -s -o /dev/null -w '%{http_code}' \
+oq_check "right token" "$(curl -s -o /dev/null -w '%{http_code}' \
   -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$tport/api/stats")" 200
-co_check "/metrics stays open" "$(curl -s -o /dev/null -w '%{http_code}' \
+oq_check "/metrics stays open" "$(curl -s -o /dev/null -w '%{http_code}' \
   "http://127.0.0.1:$tport/metrics")" 200
-co_alive "$cpid" || co_fail "the coordinator died"
-co_log "PASS"
+oq_alive "$cpid" || oq_fail "the coordinator died"
+oq_log "PASS"

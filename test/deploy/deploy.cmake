@@ -27,50 +27,34 @@
 #                      stop within stop_grace_period
 # Needs python3 with yaml (Debian python3-yaml), docker-compose and systemd
 # (systemd-analyze), all in Debian 12.
-set(_oq_deploy_dir ${CMAKE_CURRENT_LIST_DIR})
-set(_oq_pyrun bash ${_oq_deploy_dir}/pyrun.sh)
+set(_oq_pyrun RUNNER bash ${CMAKE_CURRENT_LIST_DIR}/pyrun.sh)
+set(_oq_pyrun_yaml RUNNER bash ${CMAKE_CURRENT_LIST_DIR}/pyrun.sh --yaml)
 
 if(NOT ONCEQ_SANITIZER)
-  add_test(NAME deploy_compose
-           COMMAND ${_oq_pyrun} --yaml ${_oq_deploy_dir}/check_compose.py)
-  add_test(NAME deploy_k8s
-           COMMAND ${_oq_pyrun} --yaml ${_oq_deploy_dir}/check_k8s.py)
-  set(_oq_deploy_unit deploy_compose deploy_k8s)
-  if(TARGET onceq-worker AND TARGET onceq)
-    add_test(NAME deploy_dockerfile
-             COMMAND ${_oq_pyrun} ${_oq_deploy_dir}/check_dockerfile.py
-                     --binary $<TARGET_FILE:onceq-worker>
-                     --binary $<TARGET_FILE:onceq>)
-    add_test(NAME deploy_systemd
-             COMMAND ${_oq_pyrun} ${_oq_deploy_dir}/check_systemd.py
-                     --worker $<TARGET_FILE:onceq-worker>
-                     --cli $<TARGET_FILE:onceq>)
-    list(APPEND _oq_deploy_unit deploy_dockerfile deploy_systemd)
-  endif()
-  set_tests_properties(${_oq_deploy_unit} PROPERTIES
-                       LABELS unit TIMEOUT 180 SKIP_RETURN_CODE 77)
+  set(_n LABELS unit TIMEOUT 180)
+  oq_add_script_test(NAME deploy_compose SCRIPT check_compose.py
+                     ${_oq_pyrun_yaml} ${_n})
+  oq_add_script_test(NAME deploy_k8s SCRIPT check_k8s.py ${_oq_pyrun_yaml} ${_n})
+  oq_add_script_test(NAME deploy_dockerfile SCRIPT check_dockerfile.py
+                     ARGS --binary $<TARGET_FILE:onceq-worker>
+                          --binary $<TARGET_FILE:onceq>
+                     ${_oq_pyrun} ${_n} NEEDS onceq-worker onceq)
+  oq_add_script_test(NAME deploy_systemd SCRIPT check_systemd.py
+                     ARGS --worker $<TARGET_FILE:onceq-worker>
+                          --cli $<TARGET_FILE:onceq>
+                     ${_oq_pyrun} ${_n} NEEDS onceq-worker onceq)
 endif()
 
-if(TARGET onceq-worker AND TARGET onceq)
-  set(_oq_deploy_env
-      "ONCEQ_WORKER=$<TARGET_FILE:onceq-worker>"
-      "ONCEQ_CLI=$<TARGET_FILE:onceq>")
-  add_test(NAME deploy_systemd_drain
-           COMMAND ${_oq_pyrun} ${_oq_deploy_dir}/it_systemd_drain.py)
-  add_test(NAME deploy_compose_pg_stack
-           COMMAND ${_oq_pyrun} --yaml ${_oq_deploy_dir}/it_compose_stack.py)
-  set_tests_properties(deploy_systemd_drain deploy_compose_pg_stack
-                       PROPERTIES
-                       LABELS integration TIMEOUT 180 SKIP_RETURN_CODE 77
-                       ENVIRONMENT "${_oq_deploy_env}")
-endif()
+set(_n LABELS integration TIMEOUT 180 NEEDS onceq-worker onceq)
+oq_add_script_test(NAME deploy_systemd_drain SCRIPT it_systemd_drain.py
+                   ${_oq_pyrun} ${_n})
+oq_add_script_test(NAME deploy_compose_pg_stack SCRIPT it_compose_stack.py
+                   ${_oq_pyrun_yaml} ${_n})
 
 # deploy/lib/pglocal.sh (quickstart, test/run.sh, benchmarks) never signals
 # a server outside the data folder it is given (LABEL integration: it needs
 # the harness server as the stand-in; plain build only, it runs no C).
 if(NOT ONCEQ_SANITIZER)
-  add_test(NAME deploy_pglocal_guard
-           COMMAND bash ${_oq_deploy_dir}/pglocal_guard.sh)
-  set_tests_properties(deploy_pglocal_guard PROPERTIES
-                       LABELS integration TIMEOUT 60 SKIP_RETURN_CODE 77)
+  oq_add_script_test(NAME deploy_pglocal_guard SCRIPT pglocal_guard.sh
+                     LABELS integration TIMEOUT 60)
 endif()

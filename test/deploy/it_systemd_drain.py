@@ -166,7 +166,8 @@ def lines(path):
 def main():
     admin = os.environ.get("ONCEQ_TEST_DSN")
     if not admin:
-        print("SKIP: ONCEQ_TEST_DSN is not set; run ./test/run.sh")
+        print("SKIP: ONCEQ_TEST_DSN is not set; run ./test/run.sh --one "
+              + os.environ.get("ONCEQ_TEST_NAME", "NAME"))
         return 77
     worker = os.environ.get("ONCEQ_WORKER", "")
     cli = os.environ.get("ONCEQ_CLI", "")

@@ -18,7 +18,7 @@
 # (claimed_at - created_at). At the end the surviving members own exactly
 # their blocks (`onceq parts --json`).
 source "$(dirname "${BASH_SOURCE[0]}")/parts_lib.sh"
-it_setup parts_churn
+oq_setup parts_churn
 
 N=${PARTS_CHURN_N:-20000}
 BATCH=250
@@ -26,13 +26,13 @@ PAUSE=0.4 # about 600 items/s
 # Under SERIALIZABLE the fleet restarts transactions and runs well below
 # its READ COMMITTED capacity (more so on a loaded machine): produce at
 # about 250/s there, so that waits still measure the assignment.
-if [ "$IT_ISOLATION" = serializable ]; then PAUSE=1.0; fi
+if [ "$OQ_ISOLATION" = serializable ]; then PAUSE=1.0; fi
 EXPIRY_MS=2000
 ORPHAN_MS=5000
 BOUND_MS=$((ORPHAN_MS + EXPIRY_MS))
 PART=(--partitioned --orphan-after "${ORPHAN_MS}ms")
 
-"$ONCEQ_CLI" --db "$IT_DSN" parts set 16 >/dev/null
+"$ONCEQ_CLI" --db "$OQ_DSN" parts set 16 >/dev/null
 parts_ledger_table
 
 # 10 ms in the ack transaction, so a worker usually holds claims when it
@@ -41,7 +41,7 @@ parts_ledger_table
 # conflict more, so the fleet would fall behind the producer and the waits
 # would measure a backlog, not the assignment.
 SLEEP=0.01
-if [ "$IT_ISOLATION" = serializable ]; then SLEEP=0; fi
+if [ "$OQ_ISOLATION" = serializable ]; then SLEEP=0; fi
 SLOW_SQL="INSERT INTO ledger ($PARTS_LEDGER_COLS)
           SELECT $PARTS_LEDGER_VALUES FROM pg_sleep($SLEEP)"
 COMMON=(--heartbeat-interval 300ms --session-expiry "${EXPIRY_MS}ms"
@@ -51,12 +51,12 @@ declare -A PID=()
 start() { # start NAME [--partitioned ...]
   local name=$1
   shift
-  it_worker_start "$name" "${COMMON[@]}" "$@"
-  PID[$name]=$IT_LAST_PID
+  oq_worker_start "$name" "${COMMON[@]}" "$@"
+  PID[$name]=$OQ_LAST_PID
 }
 term() { # term NAME: SIGTERM, the worker drains and exits 0
-  it_stop "${PID[$1]}" 30
-  it_check "$1 exit status after SIGTERM" "$IT_RC" 0
+  oq_stop "${PID[$1]}" 30
+  oq_check "$1 exit status after SIGTERM" "$OQ_RC" 0
 }
 holds_claims() { # holds_claims NAME: its session has items claimed now
   [ "$(parts_sql "SELECT count(*) FROM onceq_items i JOIN onceq_sessions s
@@ -68,68 +68,68 @@ kill9() { # kill9 NAME: SIGKILL, preferably while it holds claims
     sleep 0.02
     n=$((n + 1))
   done
-  it_log "$1 holds $(parts_sql "SELECT count(*) FROM onceq_items i JOIN
+  oq_log "$1 holds $(parts_sql "SELECT count(*) FROM onceq_items i JOIN
     onceq_sessions s ON s.id = i.claim WHERE s.pid = ${PID[$1]}") claim(s)"
   kill -KILL "${PID[$1]}"
-  it_wait_exit "${PID[$1]}" 5
-  it_check "$1 exit status after SIGKILL" "$IT_RC" 137
+  oq_wait_exit "${PID[$1]}" 5
+  oq_check "$1 exit status after SIGKILL" "$OQ_RC" 137
 }
 
 for w in p1 p2 p3 p4; do start "$w" "${PART[@]}"; done
 start u1
 four_members() { [ "$(parts_members)" -ge 4 ]; }
-it_wait_until 15 "4 members" four_members
-t0=$(it_now_ms)
+oq_wait_until 15 "4 members" four_members
+t0=$(oq_now_ms)
 parts_producer "$N" "$BATCH" "$PAUSE"
-it_log "producer started: $N items, $BATCH every ${PAUSE}s"
+oq_log "producer started: $N items, $BATCH every ${PAUSE}s"
 
 # the churn, at fixed offsets from the producer's start
 at() { # at MS: sleep until t0 + MS
   local now
-  now=$(it_now_ms)
+  now=$(oq_now_ms)
   if [ "$now" -lt $((t0 + $1)) ]; then
     sleep "$(awk -v ms=$((t0 + $1 - now)) 'BEGIN { printf "%.3f", ms / 1000 }')"
   fi
 }
 at 3000
 start p5 "${PART[@]}"
-it_log "p5 joined"
+oq_log "p5 joined"
 at 6000
 term p2
-it_log "p2 left (SIGTERM)"
+oq_log "p2 left (SIGTERM)"
 at 9000
 kill9 p3
-it_log "p3 killed (SIGKILL)"
+oq_log "p3 killed (SIGKILL)"
 at 12000
 start p6 "${PART[@]}"
-it_log "p6 joined"
+oq_log "p6 joined"
 at 15000
 kill9 p1
-it_log "p1 killed (SIGKILL)"
+oq_log "p1 killed (SIGKILL)"
 at 18000
 term u1
 start u2
-it_log "u1 replaced by u2"
+oq_log "u1 replaced by u2"
 at 21000
 start p7 "${PART[@]}"
-it_log "p7 joined"
+oq_log "p7 joined"
 at 24000
 term p5
-it_log "p5 left (SIGTERM)"
+oq_log "p5 left (SIGTERM)"
 
-it_wait_exit "$PARTS_PRODUCER" 300
-it_check "producer exit status" "$IT_RC" 0
-it_log "producer done after $(($(it_now_ms) - t0)) ms"
-it_wait_until 120 "every item acknowledged" parts_all_done
-total_ms=$(($(it_now_ms) - t0))
-it_metric parts_churn_total "$total_ms" ms "$N items, churn of 7 workers"
+oq_wait_exit "$PARTS_PRODUCER" 300
+oq_check "producer exit status" "$OQ_RC" 0
+oq_log "producer done after $(($(oq_now_ms) - t0)) ms"
+oq_wait_until 120 "every item acknowledged" parts_all_done
+total_ms=$(($(oq_now_ms) - t0))
+oq_metric parts_churn_total "$total_ms" ms "$N items, churn of 7 workers"
 
 # the survivors (p4, p6, p7) own exactly their blocks
-it_wait_until 20 "ownership to converge on the survivors" parts_converged 16
-it_check "members" "$(parts_members)" 3
-it_check "onceq parts: members" "$(parts_json_field members)" 3
-it_check "onceq parts: unowned" "$(parts_json_field unowned)" 0
-it_check "onceq parts: partitions" "$(parts_json_field partitions)" 16
+oq_wait_until 20 "ownership to converge on the survivors" parts_converged 16
+oq_check "members" "$(parts_members)" 3
+oq_check "onceq parts: members" "$(parts_json_field members)" 3
+oq_check "onceq parts: unowned" "$(parts_json_field unowned)" 0
+oq_check "onceq parts: partitions" "$(parts_json_field partitions)" 16
 
 for w in p4 p6 p7 u2; do term "$w"; done
 parts_check_ledger "$N"
@@ -139,13 +139,13 @@ parts_check_ledger "$N"
 # of the acknowledged run is reported too, not bounded: under SERIALIZABLE
 # it includes ack transactions restarted with backoff.
 max_wait=$(parts_max_wait_ms claimed_at)
-it_metric parts_churn_wait_p50 "$(parts_wait_quantile 0.5 claimed_at)" ms
-it_metric parts_churn_wait_p99 "$(parts_wait_quantile 0.99 claimed_at)" ms
-it_metric parts_churn_wait_max "$max_wait" ms "bound: orphan-after + expiry = $BOUND_MS ms"
-it_metric parts_churn_to_start_p99 "$(parts_wait_quantile 0.99 started_at)" ms
-it_metric parts_churn_to_start_max "$(parts_max_wait_ms started_at)" ms
-it_check_le "longest wait for a claim (ms) <= --orphan-after + expiry" \
+oq_metric parts_churn_wait_p50 "$(parts_wait_quantile 0.5 claimed_at)" ms
+oq_metric parts_churn_wait_p99 "$(parts_wait_quantile 0.99 claimed_at)" ms
+oq_metric parts_churn_wait_max "$max_wait" ms "bound: orphan-after + expiry = $BOUND_MS ms"
+oq_metric parts_churn_to_start_p99 "$(parts_wait_quantile 0.99 started_at)" ms
+oq_metric parts_churn_to_start_max "$(parts_max_wait_ms started_at)" ms
+oq_check_le "longest wait for a claim (ms) <= --orphan-after + expiry" \
   "$max_wait" "$BOUND_MS"
-it_check "session rows" "$(it_sql 'SELECT count(*) FROM onceq_sessions')" 0
-it_check "ownership rows" "$(it_sql 'SELECT count(*) FROM onceq_session_parts')" 0
-it_log "PASS"
+oq_check "session rows" "$(oq_sql 'SELECT count(*) FROM onceq_sessions')" 0
+oq_check "ownership rows" "$(oq_sql 'SELECT count(*) FROM onceq_session_parts')" 0
+oq_log "PASS"

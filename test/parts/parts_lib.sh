@@ -1,23 +1,23 @@
 # shellcheck shell=bash
 # parts_lib.sh: plumbing shared by the partition shell tests
-# (test/parts/parts_*.sh), on top of test/worker/it_lib.sh (database,
+# (test/parts/parts_*.sh), on top of test/harness/oq_harness.sh (database,
 # workers, checks, cleanup). Not a test itself.
 #
 # Terms: a "member" is a live session with onceq_sessions.partitioned set;
 # "converged" means the ownership rows are exactly the members' blocks
 # (member i of k by id owns parts [i*P/k, (i+1)*P/k)) and no row is >= P.
 
-# shellcheck source=../worker/it_lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../worker/it_lib.sh"
+# shellcheck source=../harness/oq_harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
 
-# parts_sql SQL: it_sql, but under READ COMMITTED whatever the pass's
+# parts_sql SQL: oq_sql, but under READ COMMITTED whatever the pass's
 # isolation: the test's own observations are not part of the system under
 # test, and under SERIALIZABLE a read-only observer can be chosen as the
 # victim of a serialization failure again and again while workers write.
 parts_sql() {
   (
     export PGOPTIONS='-c default_transaction_isolation=read\ committed'
-    it_sql "$@"
+    oq_sql "$@"
   )
 }
 
@@ -35,7 +35,7 @@ PARTS_LEDGER_VALUES='$2, ($1->>'"'n'"')::int, to_timestamp(($1->>'"'t'"')::float
 PARTS_SQL="INSERT INTO ledger ($PARTS_LEDGER_COLS) VALUES ($PARTS_LEDGER_VALUES)"
 
 parts_ledger_table() {
-  it_sql "CREATE TABLE ledger (item_id uuid NOT NULL, n int NOT NULL,
+  oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL, n int NOT NULL,
                                created_at timestamptz NOT NULL,
                                claimed_at timestamptz NOT NULL,
                                started_at timestamptz NOT NULL)" >/dev/null
@@ -86,7 +86,7 @@ parts_producer() {
         sleep 0.05
         held=$((held + 1))
       done
-      it_sql "INSERT INTO onceq_items (payload)
+      oq_sql "INSERT INTO onceq_items (payload)
               SELECT jsonb_build_object('n', g, 't', extract(epoch FROM now()))
               FROM generate_series($((i + 1)), $((i + batch < n ? i + batch : n))) g" \
         >/dev/null
@@ -95,7 +95,7 @@ parts_producer() {
     done
   ) &
   PARTS_PRODUCER=$!
-  IT_PIDS+=("$PARTS_PRODUCER")
+  OQ_PIDS+=("$PARTS_PRODUCER")
 }
 
 # parts_items_left: items not yet acknowledged.
@@ -104,28 +104,28 @@ parts_all_done() { [ "$(parts_items_left)" = 0 ]; }
 
 # parts_check_ledger N: exact ledger, nothing left, nothing dead.
 parts_check_ledger() {
-  it_ledger_exact "$1"
-  it_check "ledger n values" "$(it_sql 'SELECT count(DISTINCT n) FROM ledger')" "$1"
-  it_check "dead items" "$(it_sql 'SELECT count(*) FROM onceq_dead')" 0
+  oq_ledger_exact "$1"
+  oq_check "ledger n values" "$(oq_sql 'SELECT count(DISTINCT n) FROM ledger')" "$1"
+  oq_check "dead items" "$(oq_sql 'SELECT count(*) FROM onceq_dead')" 0
 }
 
 # parts_max_wait_ms [COLUMN]: the longest wait from enqueue to COLUMN
 # (claimed_at: waiting for a session to claim the item, the default;
 # started_at: until the acknowledged run started) in the ledger, in ms.
 parts_max_wait_ms() {
-  it_sql "SELECT coalesce(round(max(extract(epoch FROM ${1:-claimed_at}
+  oq_sql "SELECT coalesce(round(max(extract(epoch FROM ${1:-claimed_at}
                  - created_at)) * 1000), 0)::bigint FROM ledger"
 }
 
 # parts_wait_quantile Q [COLUMN]: that quantile of the waits, in ms.
 parts_wait_quantile() {
-  it_sql "SELECT coalesce(round(percentile_cont($1) WITHIN GROUP (ORDER BY
+  oq_sql "SELECT coalesce(round(percentile_cont($1) WITHIN GROUP (ORDER BY
                  extract(epoch FROM ${2:-claimed_at} - created_at)) * 1000),
                  0)::bigint FROM ledger"
 }
 
 # parts_json_field FIELD: one top-level field of `onceq parts --json`.
 parts_json_field() {
-  "$ONCEQ_CLI" --db "$IT_DSN" --json parts |
+  "$ONCEQ_CLI" --db "$OQ_DSN" --json parts |
     python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"
 }

@@ -9,37 +9,37 @@
 # left >= P), and `onceq parts --json` reports it. The ledger written by
 # the --sql handler in the ack transaction is exact at the end.
 source "$(dirname "${BASH_SOURCE[0]}")/parts_lib.sh"
-it_setup parts_resize
+oq_setup parts_resize
 
 N=${PARTS_RESIZE_N:-12000}
 CONVERGE_S=15
 COMMON=(--heartbeat-interval 300ms --session-expiry 2s --poll-interval 200ms
   --concurrency 4 --partitioned --orphan-after 5s --sql "$PARTS_SQL")
 
-"$ONCEQ_CLI" --db "$IT_DSN" parts set 8 >/dev/null
+"$ONCEQ_CLI" --db "$OQ_DSN" parts set 8 >/dev/null
 parts_ledger_table
-for w in w1 w2 w3 w4; do it_worker_start "$w" "${COMMON[@]}"; done
+for w in w1 w2 w3 w4; do oq_worker_start "$w" "${COMMON[@]}"; done
 four_members() { [ "$(parts_members)" = 4 ]; }
-it_wait_until 15 "4 members" four_members
-it_wait_until "$CONVERGE_S" "P=8 to converge" parts_converged 8
+oq_wait_until 15 "4 members" four_members
+oq_wait_until "$CONVERGE_S" "P=8 to converge" parts_converged 8
 parts_producer "$N" 200 0.3
 
 resize() { # resize P
   local t0
-  t0=$(it_now_ms)
-  "$ONCEQ_CLI" --db "$IT_DSN" parts set "$1" >/dev/null
-  it_wait_until "$CONVERGE_S" "P=$1 to converge" parts_converged "$1"
-  it_metric "parts_resize_to_$1" $(($(it_now_ms) - t0)) ms "converged"
-  it_check "rows >= P after resize to $1" \
+  t0=$(oq_now_ms)
+  "$ONCEQ_CLI" --db "$OQ_DSN" parts set "$1" >/dev/null
+  oq_wait_until "$CONVERGE_S" "P=$1 to converge" parts_converged "$1"
+  oq_metric "parts_resize_to_$1" $(($(oq_now_ms) - t0)) ms "converged"
+  oq_check "rows >= P after resize to $1" \
     "$(parts_sql "SELECT count(*) FROM onceq_session_parts WHERE part >= $1")" 0
-  it_check "onceq parts: partitions" "$(parts_json_field partitions)" "$1"
-  it_check "onceq parts: unowned" "$(parts_json_field unowned)" 0
-  it_check "owned parts" \
+  oq_check "onceq parts: partitions" "$(parts_json_field partitions)" "$1"
+  oq_check "onceq parts: unowned" "$(parts_json_field unowned)" 0
+  oq_check "owned parts" \
     "$(parts_sql 'SELECT count(*) FROM onceq_session_parts')" "$1"
 }
 sleep 2
 resize 3
-it_check "onceq parts: owners with P=3 and 4 members" \
+oq_check "onceq parts: owners with P=3 and 4 members" \
   "$(parts_json_field owners)" 3
 sleep 2
 resize 50
@@ -48,16 +48,16 @@ resize 1024
 sleep 2
 resize 5
 
-it_wait_exit "$PARTS_PRODUCER" 300
-it_check "producer exit status" "$IT_RC" 0
-it_wait_until 120 "every item acknowledged" parts_all_done
-for pid in "${IT_PIDS[@]}"; do
+oq_wait_exit "$PARTS_PRODUCER" 300
+oq_check "producer exit status" "$OQ_RC" 0
+oq_wait_until 120 "every item acknowledged" parts_all_done
+for pid in "${OQ_PIDS[@]}"; do
   if [ "$pid" != "$PARTS_PRODUCER" ]; then
-    it_stop "$pid" 30
-    it_check "worker $pid exit status after SIGTERM" "$IT_RC" 0
+    oq_stop "$pid" 30
+    oq_check "worker $pid exit status after SIGTERM" "$OQ_RC" 0
   fi
 done
 parts_check_ledger "$N"
-it_metric parts_resize_wait_max "$(parts_max_wait_ms claimed_at)" ms
-it_check "ownership rows" "$(it_sql 'SELECT count(*) FROM onceq_session_parts')" 0
-it_log "PASS"
+oq_metric parts_resize_wait_max "$(parts_max_wait_ms claimed_at)" ms
+oq_check "ownership rows" "$(oq_sql 'SELECT count(*) FROM onceq_session_parts')" 0
+oq_log "PASS"

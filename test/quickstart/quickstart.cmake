@@ -7,13 +7,7 @@
 # Labels: readme, so test/run.sh runs it once (default build, pass 2) rather
 # than in every integration pass; quickstart, to run it alone:
 #   ctest --test-dir build/default -L quickstart --output-on-failure
-if(TARGET onceq-worker)
-  add_test(NAME quickstart
-           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/test_quickstart.sh)
-  set_tests_properties(quickstart PROPERTIES
-                       LABELS "readme;quickstart"
-                       TIMEOUT 900
-                       RUN_SERIAL TRUE
-                       SKIP_RETURN_CODE 77
-                       ENVIRONMENT "ONCEQ_QUICKSTART_BUILD=${CMAKE_BINARY_DIR}")
-endif()
+oq_add_script_test(NAME quickstart SCRIPT test_quickstart.sh
+                   LABELS readme quickstart TIMEOUT 900 RUN_SERIAL
+                   NEEDS onceq-worker
+                   ENVIRONMENT "ONCEQ_QUICKSTART_BUILD=${CMAKE_BINARY_DIR}")

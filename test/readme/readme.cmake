@@ -18,9 +18,6 @@ set(_oq_readme_env
     "ONCEQ_BUILD_DIR=${CMAKE_BINARY_DIR}"
     "ONCEQ_CMAKE=${CMAKE_COMMAND}")
 foreach(_ex coverage psql python node c_api worker install)
-  add_test(NAME readme_${_ex}
-           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_examples.sh ${_ex})
-  set_tests_properties(readme_${_ex} PROPERTIES
-                       LABELS readme TIMEOUT 300 SKIP_RETURN_CODE 77
-                       ENVIRONMENT "${_oq_readme_env}")
+  oq_add_script_test(NAME readme_${_ex} SCRIPT run_examples.sh ARGS ${_ex}
+                     LABELS readme TIMEOUT 300 ENVIRONMENT ${_oq_readme_env})
 endforeach()

@@ -170,7 +170,7 @@ dbname=''
 fresh_db() {
   local onceq=${1:-${ONCEQ_BIN:-}}
   [ -n "${ONCEQ_TEST_DSN:-}" ] ||
-    skip "ONCEQ_TEST_DSN is not set; run ./test/run.sh"
+    skip "ONCEQ_TEST_DSN is not set; run ./test/run.sh --one ${ONCEQ_TEST_NAME:-NAME}"
   command -v psql >/dev/null || fail "psql is not installed"
   [ -x "${onceq:-/nonexistent}" ] ||
     fail "the onceq binary '$onceq' is missing (ONCEQ_BIN)"

@@ -7,7 +7,7 @@
 # so a blocked heartbeat cannot hold the fence off).
 #
 # W1 reaches the database through oq_cutproxy; W2 directly. Each --exec
-# attempt logs its start and end (it_fault_lib.sh: the attempt log). Two
+# attempt logs its start and end (test/harness/oq_harness.sh: the attempt log). Two
 # phases, each with N fresh items that W1 alone has started:
 #   1. only W1's heartbeat connection (application_name
 #      onceq-worker-heartbeat, new ones too) is blackholed;
@@ -30,9 +30,8 @@
 # Timings are printed (METRIC lines). The fence margin is the library's
 # default (OQ_FENCE_MARGIN_MS, 1000 ms; override with FENCE_MARGIN_MS),
 # and --kill-grace is 500 ms, inside it.
-source "$(dirname "${BASH_SOURCE[0]}")/it_lib.sh"
-source "$(dirname "${BASH_SOURCE[0]}")/it_fault_lib.sh"
-it_setup blackhole
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
+oq_setup blackhole
 
 N=4
 HB_MS=500
@@ -41,46 +40,46 @@ MARGIN_MS=${FENCE_MARGIN_MS:-1000}
 GRACE_MS=500
 ITEM_S=8            # longer than the fence delay: running when W1 fences
 FENCE_SLACK_MS=700  # fence logged at most this late after expiry - margin
-ATT=$IT_TMP/attempts.log
-fl_item_script "$IT_TMP/item.sh" "$ITEM_S" "$ATT"
+ATT=$OQ_TMP/attempts.log
+oq_attempt_script "$OQ_TMP/item.sh" "$ITEM_S" "$ATT"
 FLAGS=(--heartbeat-interval "${HB_MS}ms" --session-expiry "${EXPIRY_MS}ms"
   --poll-interval 200ms --kill-grace "${GRACE_MS}ms" --concurrency "$N")
-it_log "expiry $EXPIRY_MS ms, fence margin $MARGIN_MS ms, heartbeat $HB_MS ms," \
+oq_log "expiry $EXPIRY_MS ms, fence margin $MARGIN_MS ms, heartbeat $HB_MS ms," \
   "kill grace $GRACE_MS ms, items of $ITEM_S s; fence slack $FENCE_SLACK_MS ms"
 
-fl_proxy_start px
-it_sql "CREATE TABLE phase_items (phase int, id uuid)" >/dev/null
+oq_proxy_start px
+oq_sql "CREATE TABLE phase_items (phase int, id uuid)" >/dev/null
 
-fl_worker_start W1 "$FL_PROXY_DSN" "${FLAGS[@]}" --exec "$IT_TMP/item.sh" W1
-w1=$IT_LAST_PID
-w1_registered() { [ -n "$(fl_session_of "$w1")" ]; }
-it_wait_until 15 "W1's session" w1_registered
+oq_worker_start_on W1 "$OQ_PROXY_DSN" "${FLAGS[@]}" --exec "$OQ_TMP/item.sh" W1
+w1=$OQ_LAST_PID
+w1_registered() { [ -n "$(oq_session_of "$w1")" ]; }
+oq_wait_until 15 "W1's session" w1_registered
 w2=""
 
 # phase NUM COMMAND: one blackhole phase (see the file comment).
 phase() {
   local ph=$1 cmd=$2 sid ids t_bh hb hb0 t_fence t_rejoin r_ms
-  it_log "---- phase $ph: $cmd"
-  sid=$(fl_session_of "$w1")
-  [ "$(wc -l <<<"$sid")" = 1 ] || it_fail "W1 has not exactly one session: $sid"
-  it_sql "WITH n AS (INSERT INTO onceq_items (payload)
+  oq_log "---- phase $ph: $cmd"
+  sid=$(oq_session_of "$w1")
+  [ "$(wc -l <<<"$sid")" = 1 ] || oq_fail "W1 has not exactly one session: $sid"
+  oq_sql "WITH n AS (INSERT INTO onceq_items (payload)
                      SELECT jsonb_build_object('phase', $ph, 'n', g)
                      FROM generate_series(1, $N) g RETURNING id)
           INSERT INTO phase_items SELECT $ph, id FROM n" >/dev/null
-  ids=$IT_TMP/ids.$ph
-  it_sql "SELECT id FROM phase_items WHERE phase = $ph ORDER BY id" >"$ids"
+  ids=$OQ_TMP/ids.$ph
+  oq_sql "SELECT id FROM phase_items WHERE phase = $ph ORDER BY id" >"$ids"
   w1_running_all() {
-    [ "$(fl_open_attempts "$ATT" W1 | grep -c -F -f "$ids" || true)" = "$N" ]
+    [ "$(oq_attempt_open "$ATT" W1 | grep -c -F -f "$ids" || true)" = "$N" ]
   }
-  it_wait_until 20 "W1 to run all $N items of phase $ph" w1_running_all
+  oq_wait_until 20 "W1 to run all $N items of phase $ph" w1_running_all
 
-  t_bh=$(fl_proxy_cmd px "$cmd")
-  hb0=$(it_sql "SELECT (extract(epoch FROM heartbeated_at) * 1000)::int8
+  t_bh=$(oq_proxy_cmd px "$cmd")
+  hb0=$(oq_sql "SELECT (extract(epoch FROM heartbeated_at) * 1000)::int8
                 FROM onceq_sessions WHERE id = '$sid'")
-  it_log "blackhole on at $t_bh; W1 session $sid, heartbeated_at $hb0"
+  oq_log "blackhole on at $t_bh; W1 session $sid, heartbeated_at $hb0"
   if [ -z "$w2" ]; then
-    it_worker_start W2 "${FLAGS[@]}" --exec "$IT_TMP/item.sh" W2
-    w2=$IT_LAST_PID
+    oq_worker_start W2 "${FLAGS[@]}" --exec "$OQ_TMP/item.sh" W2
+    w2=$OQ_LAST_PID
   fi
 
   # until W1 fences: keep the last heartbeat that landed
@@ -92,78 +91,78 @@ phase() {
   }
   fence_seen() {
     local v
-    v=$(it_sql "SELECT (extract(epoch FROM heartbeated_at) * 1000)::int8
+    v=$(oq_sql "SELECT (extract(epoch FROM heartbeated_at) * 1000)::int8
                 FROM onceq_sessions WHERE id = '$sid'")
     [ -z "$v" ] || hb=$v
-    [ -n "$(fl_log_first_ms "$IT_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")" ] ||
+    [ -n "$(oq_log_first_ms "$OQ_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")" ] ||
       [ -n "$(first_stop)" ]
   }
-  it_wait_until $(((EXPIRY_MS + 3000) / 1000)) "W1 to fence (phase $ph)" fence_seen
+  oq_wait_until $(((EXPIRY_MS + 3000) / 1000)) "W1 to fence (phase $ph)" fence_seen
   fence_logged() {
-    [ -n "$(fl_log_first_ms "$IT_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")" ]
+    [ -n "$(oq_log_first_ms "$OQ_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")" ]
   }
-  it_wait_until $(((EXPIRY_MS + 3000) / 1000)) \
+  oq_wait_until $(((EXPIRY_MS + 3000) / 1000)) \
     "W1's 'session is fenced' line (phase $ph)" fence_logged
-  t_log=$(fl_log_first_ms "$IT_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")
+  t_log=$(oq_log_first_ms "$OQ_TMP/W1.log" "session=$sid .*session is fenced" "$t_bh")
   t_stop1=$(first_stop)
   t_fence=$t_log
   [ -z "$t_stop1" ] || [ "$t_stop1" -ge "$t_fence" ] || t_fence=$t_stop1
-  grep -q "blackholed now [1-9]" "$IT_TMP/px.log" ||
-    it_fail "the proxy never blackholed a connection"
+  grep -q "blackholed now [1-9]" "$OQ_TMP/px.log" ||
+    oq_fail "the proxy never blackholed a connection"
   r_ms=$((hb + EXPIRY_MS))
-  it_metric "blackhole_${ph}_fence_after_last_heartbeat" $((t_fence - hb)) ms \
+  oq_metric "blackhole_${ph}_fence_after_last_heartbeat" $((t_fence - hb)) ms \
     "bound $((EXPIRY_MS - MARGIN_MS)) + $FENCE_SLACK_MS slack"
-  it_metric "blackhole_${ph}_fence_line_after_last_heartbeat" $((t_log - hb)) ms
+  oq_metric "blackhole_${ph}_fence_line_after_last_heartbeat" $((t_log - hb)) ms
   [ -z "$t_stop1" ] ||
-    it_metric "blackhole_${ph}_first_child_stopped_after_last_heartbeat" $((t_stop1 - hb)) ms
-  it_metric "blackhole_${ph}_fence_after_blackhole" $((t_fence - t_bh)) ms
-  it_check_le "phase $ph: fence delay after the last landed heartbeat (ms)" \
+    oq_metric "blackhole_${ph}_first_child_stopped_after_last_heartbeat" $((t_stop1 - hb)) ms
+  oq_metric "blackhole_${ph}_fence_after_blackhole" $((t_fence - t_bh)) ms
+  oq_check_le "phase $ph: fence delay after the last landed heartbeat (ms)" \
     $((t_fence - hb)) $((EXPIRY_MS - MARGIN_MS + FENCE_SLACK_MS))
 
   # W1's children end before the reap instant
   w1_phase_ended() {
-    [ "$(fl_open_attempts "$ATT" W1 | grep -c -F -f "$ids" || true)" = 0 ]
+    [ "$(oq_attempt_open "$ATT" W1 | grep -c -F -f "$ids" || true)" = 0 ]
   }
-  it_wait_until "$(fl_secs_until "$r_ms" 4)" \
+  oq_wait_until "$(oq_secs_until "$r_ms" 4)" \
     "W1's attempts of phase $ph to end" w1_phase_ended
   local last_end
-  last_end=$(fl_max_end "$ATT" W1 "$ids")
-  it_metric "blackhole_${ph}_children_stopped_after_fence" $((last_end - t_fence)) ms
-  it_metric "blackhole_${ph}_children_stopped_before_reap_instant" \
+  last_end=$(oq_attempt_max_end "$ATT" W1 "$ids")
+  oq_metric "blackhole_${ph}_children_stopped_after_fence" $((last_end - t_fence)) ms
+  oq_metric "blackhole_${ph}_children_stopped_before_reap_instant" \
     $((r_ms - last_end)) ms "reap instant = heartbeated_at + expiry"
-  it_check_le "phase $ph: W1's last attempt end <= reap instant (epoch ms)" \
+  oq_check_le "phase $ph: W1's last attempt end <= reap instant (epoch ms)" \
     "$last_end" "$r_ms"
-  it_check "phase $ph: W1 attempts that ran to completion" \
+  oq_check "phase $ph: W1 attempts that ran to completion" \
     "$(awk '$1 == "end" && $2 == "W1" && $5 == "ok"' "$ATT" | grep -c -F -f "$ids" || true)" 0
 
   # the items get done (by W2, once W1's session is reaped)
   phase_done() {
-    [ "$(it_sql "SELECT count(*) FROM onceq_items i JOIN phase_items p
+    [ "$(oq_sql "SELECT count(*) FROM onceq_items i JOIN phase_items p
                  ON p.id = i.id WHERE p.phase = $ph")" = 0 ]
   }
-  it_wait_until "$(fl_secs_until "$r_ms" $((ITEM_S + 20)))" \
+  oq_wait_until "$(oq_secs_until "$r_ms" $((ITEM_S + 20)))" \
     "the items of phase $ph done" phase_done
-  it_metric "blackhole_${ph}_items_done_after_blackhole" $(($(it_now_ms) - t_bh)) ms
-  it_check "phase $ph: W1's old session reaped" \
-    "$(it_sql "SELECT count(*) FROM onceq_sessions WHERE id = '$sid'")" 0
-  t_rejoin=$(fl_log_first_ms "$IT_TMP/W1.log" "registered a new session" "$t_fence")
-  it_check "phase $ph: W1 attempts started between its fence and its next session" \
+  oq_metric "blackhole_${ph}_items_done_after_blackhole" $(($(oq_now_ms) - t_bh)) ms
+  oq_check "phase $ph: W1's old session reaped" \
+    "$(oq_sql "SELECT count(*) FROM onceq_sessions WHERE id = '$sid'")" 0
+  t_rejoin=$(oq_log_first_ms "$OQ_TMP/W1.log" "registered a new session" "$t_fence")
+  oq_check "phase $ph: W1 attempts started between its fence and its next session" \
     "$(awk -v a="$t_fence" -v b="${t_rejoin:-99999999999999}" \
       '$1 == "start" && $2 == "W1" && $4 > a && $4 < b' "$ATT" | wc -l | tr -d ' ')" 0
-  it_check "phase $ph: items with a completed attempt" \
+  oq_check "phase $ph: items with a completed attempt" \
     "$(awk '$1 == "end" && $5 == "ok" {print $3}' "$ATT" | sort -u |
       grep -c -F -f "$ids" || true)" "$N"
-  fl_check_no_overlap "$ATT"
+  oq_check_no_overlap "$ATT"
 
-  fl_proxy_cmd px unblackhole >/dev/null
+  oq_proxy_cmd px unblackhole >/dev/null
   w1_new_session() {
     local s
-    s=$(fl_session_of "$w1")
+    s=$(oq_session_of "$w1")
     [ -n "$s" ] && [ "$s" != "$sid" ] && [ "$(wc -l <<<"$s")" = 1 ]
   }
-  it_wait_until 30 "W1 to go on under a new session after phase $ph" w1_new_session
-  it_check "W1 alive after phase $ph" "$(it_alive "$w1" && echo yes || echo no)" yes
-  it_log "W1's new session: $(fl_session_of "$w1")"
+  oq_wait_until 30 "W1 to go on under a new session after phase $ph" w1_new_session
+  oq_check "W1 alive after phase $ph" "$(oq_alive "$w1" && echo yes || echo no)" yes
+  oq_log "W1's new session: $(oq_session_of "$w1")"
   PHASES_DONE=$((PHASES_DONE + 1))
 }
 
@@ -173,18 +172,18 @@ PHASES_DONE=0
 
 phase 1 "blackhole-app onceq-worker-heartbeat"
 # phase 2: W1 alone takes the new items; W2 comes back once W1 is cut off
-it_stop "$w2" 20
-it_check "W2's exit code after SIGTERM" "$IT_RC" 0
+oq_stop "$w2" 20
+oq_check "W2's exit code after SIGTERM" "$OQ_RC" 0
 w2=""
 phase 2 "blackhole-all"
 
-it_check "phases that ran to their end" "$PHASES_DONE" 2
-it_stop "$w2" 20
-it_check "W2's exit code after SIGTERM" "$IT_RC" 0
-it_stop "$w1" 20
-it_check "W1's exit code after SIGTERM" "$IT_RC" 0
-it_check "items left" "$(it_sql 'SELECT count(*) FROM onceq_items')" 0
-it_check "dead items" "$(it_sql 'SELECT count(*) FROM onceq_dead')" 0
-fl_check_no_overlap "$ATT"
-it_log "attempts: W1 $(fl_count "$ATT" start W1), W2 $(fl_count "$ATT" start W2)"
-it_log "PASS"
+oq_check "phases that ran to their end" "$PHASES_DONE" 2
+oq_stop "$w2" 20
+oq_check "W2's exit code after SIGTERM" "$OQ_RC" 0
+oq_stop "$w1" 20
+oq_check "W1's exit code after SIGTERM" "$OQ_RC" 0
+oq_check "items left" "$(oq_sql 'SELECT count(*) FROM onceq_items')" 0
+oq_check "dead items" "$(oq_sql 'SELECT count(*) FROM onceq_dead')" 0
+oq_check_no_overlap "$ATT"
+oq_log "attempts: W1 $(oq_attempt_count "$ATT" start W1), W2 $(oq_attempt_count "$ATT" start W2)"
+oq_log "PASS"

@@ -4,14 +4,14 @@
 # ONCEQ_QUEUE, ONCEQ_ATTEMPT in its environment; exit 0 acknowledges (every
 # item once in the effect file), exit 1 is a failed attempt, dead-lettered
 # after max_attempts with the tail of the child's stderr in last_error.
-source "$(dirname "${BASH_SOURCE[0]}")/it_lib.sh"
-it_setup exec
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
+oq_setup exec
 
 N=40
-OUT=$IT_TMP/effects.txt
-FAILS=$IT_TMP/fail-attempts.txt
+OUT=$OQ_TMP/effects.txt
+FAILS=$OQ_TMP/fail-attempts.txt
 
-cat >"$IT_TMP/ok.sh" <<EOF
+cat >"$OQ_TMP/ok.sh" <<EOF
 #!/bin/sh
 # one line per run: <last arg> <queue> <attempt> <stdin> <ONCEQ_ITEM_ID>
 payload=\$(cat)
@@ -19,7 +19,7 @@ printf '%s %s %s %s %s\n' "\$1" "\$ONCEQ_QUEUE" "\$ONCEQ_ATTEMPT" "\$payload" \
   "\$ONCEQ_ITEM_ID" >>"$OUT"
 exit 0
 EOF
-cat >"$IT_TMP/fail.sh" <<EOF
+cat >"$OQ_TMP/fail.sh" <<EOF
 #!/bin/sh
 cat >/dev/null
 echo "\$1 \$ONCEQ_ATTEMPT" >>"$FAILS"
@@ -27,25 +27,25 @@ echo "some noise on stderr first"
 echo "exec-boom: cannot frobnicate item \$1 (attempt \$ONCEQ_ATTEMPT)" >&2
 exit 1
 EOF
-chmod +x "$IT_TMP/ok.sh" "$IT_TMP/fail.sh"
+chmod +x "$OQ_TMP/ok.sh" "$OQ_TMP/fail.sh"
 : >"$OUT"
 
 # ---- 1. exit 0: every item exactly once, with its id, queue, attempt and
 # payload
-it_sql "CREATE TABLE expected (id uuid PRIMARY KEY, payload jsonb);
+oq_sql "CREATE TABLE expected (id uuid PRIMARY KEY, payload jsonb);
         INSERT INTO onceq_items (queue, payload)
         SELECT 'jobs', jsonb_build_object('n', g, 's', 'x y') FROM generate_series(1, $N) g;
         INSERT INTO expected SELECT id, payload FROM onceq_items" >/dev/null
-it_worker_start ok --drain --queue jobs --concurrency 4 --exec "$IT_TMP/ok.sh"
-it_wait_exit "$IT_LAST_PID" 60
-it_check "--drain exit code" "$IT_RC" 0
-it_check "items left" "$(it_sql 'SELECT count(*) FROM onceq_items')" 0
-it_check "effect lines" "$(wc -l <"$OUT")" "$N"
-it_check "distinct ids in the effect file" \
+oq_worker_start ok --drain --queue jobs --concurrency 4 --exec "$OQ_TMP/ok.sh"
+oq_wait_exit "$OQ_LAST_PID" 60
+oq_check "--drain exit code" "$OQ_RC" 0
+oq_check "items left" "$(oq_sql 'SELECT count(*) FROM onceq_items')" 0
+oq_check "effect lines" "$(wc -l <"$OUT")" "$N"
+oq_check "distinct ids in the effect file" \
   "$(awk '{print $1}' "$OUT" | sort -u | wc -l)" "$N"
-it_check "lines whose ONCEQ_ITEM_ID is the last argument" \
+oq_check "lines whose ONCEQ_ITEM_ID is the last argument" \
   "$(awk '$1 == $NF' "$OUT" | wc -l)" "$N"
-it_check "lines with queue=jobs attempt=1" \
+oq_check "lines with queue=jobs attempt=1" \
   "$(awk '$2 == "jobs" && $3 == 1' "$OUT" | wc -l)" "$N"
 # every line's payload is its item's payload (jsonb text form)
 {
@@ -56,28 +56,28 @@ it_check "lines with queue=jobs attempt=1" \
   echo '\.'
   echo "SELECT count(*) FROM seen s JOIN expected e ON e.id = s.id
          AND e.payload = s.payload::jsonb;"
-} >"$IT_TMP/check.sql"
-it_check "lines whose stdin was the item's payload" \
-  "$(it_sql <"$IT_TMP/check.sql")" "$N"
+} >"$OQ_TMP/check.sql"
+oq_check "lines whose stdin was the item's payload" \
+  "$(oq_sql <"$OQ_TMP/check.sql")" "$N"
 
 # ---- 2. exit 1: failed attempts, dead after max_attempts = 2
-fail_id=$(it_sql "INSERT INTO onceq_items (queue, payload, max_attempts)
+fail_id=$(oq_sql "INSERT INTO onceq_items (queue, payload, max_attempts)
                   VALUES ('failing', '{\"n\": 99}', 2) RETURNING id")
-it_worker_start fail --queue failing --retry-base 50ms --poll-interval 200ms \
-  --exec "$IT_TMP/fail.sh"
-w=$IT_LAST_PID
-dead() { [ "$(it_sql 'SELECT count(*) FROM onceq_dead')" = 1 ]; }
-it_wait_until 30 "the failing item to be dead-lettered" dead
-it_stop "$w" 15
-it_check "worker exit code after SIGTERM" "$IT_RC" 0
-it_check "dead item" "$(it_sql 'SELECT id FROM onceq_dead')" "$fail_id"
-it_check "dead item's attempts" "$(it_sql 'SELECT attempts FROM onceq_dead')" 2
-it_check "runs of the failing command" "$(wc -l <"$FAILS")" 2
-it_check "attempt numbers the command saw" "$(awk '{print $2}' "$FAILS" | tr '\n' ' ')" "1 2 "
-err=$(it_sql 'SELECT last_error FROM onceq_dead')
-it_log "last_error: $err"
-it_contains "last_error (stderr tail)" "$err" \
+oq_worker_start fail --queue failing --retry-base 50ms --poll-interval 200ms \
+  --exec "$OQ_TMP/fail.sh"
+w=$OQ_LAST_PID
+dead() { [ "$(oq_sql 'SELECT count(*) FROM onceq_dead')" = 1 ]; }
+oq_wait_until 30 "the failing item to be dead-lettered" dead
+oq_stop "$w" 15
+oq_check "worker exit code after SIGTERM" "$OQ_RC" 0
+oq_check "dead item" "$(oq_sql 'SELECT id FROM onceq_dead')" "$fail_id"
+oq_check "dead item's attempts" "$(oq_sql 'SELECT attempts FROM onceq_dead')" 2
+oq_check "runs of the failing command" "$(wc -l <"$FAILS")" 2
+oq_check "attempt numbers the command saw" "$(awk '{print $2}' "$FAILS" | tr '\n' ' ')" "1 2 "
+err=$(oq_sql 'SELECT last_error FROM onceq_dead')
+oq_log "last_error: $err"
+oq_contains "last_error (stderr tail)" "$err" \
   "exec-boom: cannot frobnicate item $fail_id (attempt 2)"
-it_check "items left" "$(it_sql 'SELECT count(*) FROM onceq_items')" 0
-it_check "effect lines after the failing run" "$(wc -l <"$OUT")" "$N"
-it_log "PASS"
+oq_check "items left" "$(oq_sql 'SELECT count(*) FROM onceq_items')" 0
+oq_check "effect lines after the failing run" "$(wc -l <"$OUT")" "$N"
+oq_log "PASS"

@@ -7,31 +7,13 @@
 # through --sql (ack transaction); onceq_worker_tx_restarts_total counts
 # ack transactions re-run after a 40001. The port is picked here and bind-tested
 # first (127.0.0.1:0 cannot be discovered from outside).
-source "$(dirname "${BASH_SOURCE[0]}")/it_lib.sh"
-it_setup metrics
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
+oq_setup metrics
 
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
 N=25
 M=15
-
-# a free TCP port on 127.0.0.1 below the ephemeral range
-free_port() {
-  "$PY" - <<'EOF'
-import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 32000)
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        s.close()
-    print(p)
-    break
-EOF
-}
 
 # http_get URL: print "<status>\n<body>"; status 000 when unreachable.
 http_get() {
@@ -60,29 +42,29 @@ start_with_metrics() {
   local name=$1 try
   shift
   for try in 1 2 3 4 5; do
-    MPORT=$(free_port)
-    [ -n "$MPORT" ] || it_fail "no free port found"
-    it_worker_start "$name" --metrics-addr "127.0.0.1:$MPORT" "$@"
-    MPID=$IT_LAST_PID
+    MPORT=$(oq_free_port)
+    [ -n "$MPORT" ] || oq_fail "no free port found"
+    oq_worker_start "$name" --metrics-addr "127.0.0.1:$MPORT" "$@"
+    MPID=$OQ_LAST_PID
     healthy() { [ "$(http_status "http://127.0.0.1:$MPORT/healthz")" = 200 ]; }
     local n=0
     while [ $n -lt 50 ]; do
       if healthy; then return 0; fi
-      it_alive "$MPID" || break
+      oq_alive "$MPID" || break
       sleep 0.1
       n=$((n + 1))
     done
-    if it_alive "$MPID"; then
-      it_fail "$name: /healthz on port $MPORT not 200 within 5 s"
+    if oq_alive "$MPID"; then
+      oq_fail "$name: /healthz on port $MPORT not 200 within 5 s"
     fi
-    it_wait_exit "$MPID" 5
-    if grep -qi "in use" "$IT_TMP/$name.log"; then
-      it_log "port $MPORT was taken meanwhile (try $try); another"
+    oq_wait_exit "$MPID" 5
+    if grep -qi "in use" "$OQ_TMP/$name.log"; then
+      oq_log "port $MPORT was taken meanwhile (try $try); another"
       continue
     fi
-    it_fail "$name exited ($IT_RC) before serving metrics: $(cat "$IT_TMP/$name.log")"
+    oq_fail "$name exited ($OQ_RC) before serving metrics: $(cat "$OQ_TMP/$name.log")"
   done
-  it_fail "$name: no port worked"
+  oq_fail "$name: no port worked"
 }
 
 # metric TEXT NAME: the value of an unlabelled sample.
@@ -95,62 +77,62 @@ metric_is() {
   body=$(http_get "http://127.0.0.1:$MPORT/metrics")
   [ "$(metric "$(tail -n +2 <<<"$body")" "$1")" = "$2" ]
 }
-wait_metric() { it_wait_until 30 "$1 to reach $2" metric_is "$1" "$2"; }
+wait_metric() { oq_wait_until 30 "$1 to reach $2" metric_is "$1" "$2"; }
 
 check_worker() {
   local label=$1 count=$2 body status hz
   hz=$(http_get "http://127.0.0.1:$MPORT/healthz")
-  it_check "$label: /healthz status" "$(head -n 1 <<<"$hz")" 200
+  oq_check "$label: /healthz status" "$(head -n 1 <<<"$hz")" 200
   body=$(http_get "http://127.0.0.1:$MPORT/metrics")
   status=$(head -n 1 <<<"$body")
-  it_check "$label: /metrics status" "$status" 200
+  oq_check "$label: /metrics status" "$status" 200
   body=$(tail -n +2 <<<"$body")
   grep '^onceq_worker_\(acked\|claimed\|failed\|dead\|claims_lost\)_total' <<<"$body" |
     sed "s/^/[$label] /"
-  it_contains "$label: /metrics" "$body" "# TYPE onceq_worker_acked_total counter"
-  it_check "$label: onceq_worker_acked_total" \
+  oq_contains "$label: /metrics" "$body" "# TYPE onceq_worker_acked_total counter"
+  oq_check "$label: onceq_worker_acked_total" \
     "$(metric "$body" onceq_worker_acked_total)" "$count"
-  it_check "$label: onceq_worker_claimed_total" \
+  oq_check "$label: onceq_worker_claimed_total" \
     "$(metric "$body" onceq_worker_claimed_total)" "$count"
-  it_check "$label: onceq_worker_failed_total" \
+  oq_check "$label: onceq_worker_failed_total" \
     "$(metric "$body" onceq_worker_failed_total)" 0
-  it_check "$label: unknown path status" \
+  oq_check "$label: unknown path status" \
     "$(http_status "http://127.0.0.1:$MPORT/nope")" 404
 }
 
 # ---- --exec: acks go through the group-commit acker
 start_with_metrics exec --queue qe --concurrency 4 \
   --exec /bin/sh -c 'cat >/dev/null' onceq-item
-it_log "exec worker: pid $MPID, metrics on 127.0.0.1:$MPORT"
-it_sql "INSERT INTO onceq_items (queue, payload)
+oq_log "exec worker: pid $MPID, metrics on 127.0.0.1:$MPORT"
+oq_sql "INSERT INTO onceq_items (queue, payload)
         SELECT 'qe', jsonb_build_object('n', g) FROM generate_series(1, $N) g" >/dev/null
-qe_done() { [ "$(it_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qe'")" = 0 ]; }
-it_wait_until 30 "the exec worker to ack $N items" qe_done
+qe_done() { [ "$(oq_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qe'")" = 0 ]; }
+oq_wait_until 30 "the exec worker to ack $N items" qe_done
 wait_metric onceq_worker_acked_total "$N"
 check_worker exec "$N"
-it_stop "$MPID" 10
-it_check "exec worker's exit code after SIGTERM" "$IT_RC" 0
+oq_stop "$MPID" 10
+oq_check "exec worker's exit code after SIGTERM" "$OQ_RC" 0
 
 # ---- --sql: acks in the handler's transaction
-it_sql "CREATE TABLE ledger (item_id uuid NOT NULL)" >/dev/null
+oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL)" >/dev/null
 start_with_metrics sql --queue qs --concurrency 4 \
   --sql 'INSERT INTO ledger (item_id) VALUES ($2)'
-it_log "sql worker: pid $MPID, metrics on 127.0.0.1:$MPORT"
-it_sql "INSERT INTO onceq_items (queue, payload)
+oq_log "sql worker: pid $MPID, metrics on 127.0.0.1:$MPORT"
+oq_sql "INSERT INTO onceq_items (queue, payload)
         SELECT 'qs', jsonb_build_object('n', g) FROM generate_series(1, $M) g" >/dev/null
-qs_done() { [ "$(it_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qs'")" = 0 ]; }
-it_wait_until 30 "the sql worker to ack $M items" qs_done
+qs_done() { [ "$(oq_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qs'")" = 0 ]; }
+oq_wait_until 30 "the sql worker to ack $M items" qs_done
 wait_metric onceq_worker_acked_total "$M"
 check_worker sql "$M"
-it_check "ledger rows" "$(it_sql 'SELECT count(*) FROM ledger')" "$M"
-it_stop "$MPID" 10
-it_check "sql worker's exit code after SIGTERM" "$IT_RC" 0
+oq_check "ledger rows" "$(oq_sql 'SELECT count(*) FROM ledger')" "$M"
+oq_stop "$MPID" 10
+oq_check "sql worker's exit code after SIGTERM" "$OQ_RC" 0
 gone=$(http_status "http://127.0.0.1:$MPORT/healthz")
-it_check "/healthz after the worker exited" "$gone" 000
+oq_check "/healthz after the worker exited" "$gone" 000
 
 # ---- onceq_worker_tx_restarts_total counts ack transactions re-run after
 # a serialization failure: the handler raises 40001 on its first 3 runs
-it_sql "CREATE SEQUENCE forced;
+oq_sql "CREATE SEQUENCE forced;
         CREATE FUNCTION restart_then_insert(item uuid) RETURNS void
         LANGUAGE plpgsql AS \$\$
         BEGIN
@@ -161,26 +143,26 @@ it_sql "CREATE SEQUENCE forced;
         END \$\$" >/dev/null
 start_with_metrics restarts --queue qr --concurrency 1 \
   --sql 'SELECT restart_then_insert($2)'
-it_sql "INSERT INTO onceq_items (queue, payload)
+oq_sql "INSERT INTO onceq_items (queue, payload)
         SELECT 'qr', jsonb_build_object('n', g) FROM generate_series(1, 4) g" >/dev/null
-qr_done() { [ "$(it_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qr'")" = 0 ]; }
-it_wait_until 30 "the worker to ack 4 items through 3 restarts" qr_done
+qr_done() { [ "$(oq_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qr'")" = 0 ]; }
+oq_wait_until 30 "the worker to ack 4 items through 3 restarts" qr_done
 wait_metric onceq_worker_acked_total 4
 body=$(http_get "http://127.0.0.1:$MPORT/metrics")
 body=$(tail -n +2 <<<"$body")
 grep '^onceq_worker_\(acked\|failed\|tx_restarts\)_total' <<<"$body" | sed 's/^/[restarts] /'
-it_check "restarts: onceq_worker_acked_total" "$(metric "$body" onceq_worker_acked_total)" 4
-it_check "restarts: onceq_worker_failed_total" "$(metric "$body" onceq_worker_failed_total)" 0
+oq_check "restarts: onceq_worker_acked_total" "$(metric "$body" onceq_worker_acked_total)" 4
+oq_check "restarts: onceq_worker_failed_total" "$(metric "$body" onceq_worker_failed_total)" 0
 # Every handler run is an ack or a restarted ack transaction. Under
 # SERIALIZABLE an ack can also lose a real conflict with the concurrent
 # claim, so the counter is at least the 3 forced restarts, and the handler
 # ran exactly 4 + counter times.
 # (The counter moves after the job returns, so poll for it to catch up.)
-runs=$(it_sql "SELECT last_value FROM forced")
-it_wait_until 30 "tx_restarts_total to reach $((runs - 4)) (handler runs $runs - 4 acks)" \
+runs=$(oq_sql "SELECT last_value FROM forced")
+oq_wait_until 30 "tx_restarts_total to reach $((runs - 4)) (handler runs $runs - 4 acks)" \
   metric_is onceq_worker_tx_restarts_total "$((runs - 4))"
-it_check_le "restarts: onceq_worker_tx_restarts_total (at least the 3 forced)" \
+oq_check_le "restarts: onceq_worker_tx_restarts_total (at least the 3 forced)" \
   3 "$((runs - 4))"
-it_stop "$MPID" 10
-it_check "restarts worker's exit code after SIGTERM" "$IT_RC" 0
-it_log "PASS"
+oq_stop "$MPID" 10
+oq_check "restarts worker's exit code after SIGTERM" "$OQ_RC" 0
+oq_log "PASS"

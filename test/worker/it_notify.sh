@@ -6,64 +6,64 @@
 # created_at (both the server's clock, read inside the ack transaction)
 # must be < 2 s; it is printed. A rolled-back enqueue neither wakes the
 # worker (its claim connection runs no new query) nor runs anything.
-source "$(dirname "${BASH_SOURCE[0]}")/it_lib.sh"
-it_setup notify
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
+oq_setup notify
 
 SQL='INSERT INTO ledger (item_id, created_at, started_at)
      SELECT $2, created_at, clock_timestamp() FROM onceq_items WHERE id = $2'
-it_sql "CREATE TABLE ledger (item_id uuid NOT NULL, created_at timestamptz,
+oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL, created_at timestamptz,
                              started_at timestamptz NOT NULL)" >/dev/null
 
-it_worker_start idle --poll-interval 10s --sql "$SQL"
-w=$IT_LAST_PID
+oq_worker_start idle --poll-interval 10s --sql "$SQL"
+w=$OQ_LAST_PID
 # the claim loop's connection (application_name onceq-worker): the start of
 # its last query tells when it last claimed
 claim_conn_query_start() {
-  it_sql "SELECT coalesce(max(query_start)::text, '') FROM pg_stat_activity
+  oq_sql "SELECT coalesce(max(query_start)::text, '') FROM pg_stat_activity
           WHERE datname = current_database()
             AND application_name = 'onceq-worker'"
 }
 registered() {
-  [ "$(it_session_count_for_pid "$w")" = 1 ] && [ -n "$(claim_conn_query_start)" ]
+  [ "$(oq_session_count_for_pid "$w")" = 1 ] && [ -n "$(claim_conn_query_start)" ]
 }
-it_wait_until 10 "the worker to register" registered
+oq_wait_until 10 "the worker to register" registered
 # let it finish its first (empty) claim and go idle on LISTEN
 sleep 1
 
 lat_max=0
 for round in 1 2 3; do
-  id=$(it_sql "INSERT INTO onceq_items (payload) VALUES ('{\"round\": $round}')
+  id=$(oq_sql "INSERT INTO onceq_items (payload) VALUES ('{\"round\": $round}')
                RETURNING id")
-  ran() { [ "$(it_sql "SELECT count(*) FROM ledger WHERE item_id = '$id'")" = 1 ]; }
+  ran() { [ "$(oq_sql "SELECT count(*) FROM ledger WHERE item_id = '$id'")" = 1 ]; }
   # bounded at 5 s, under the next poll (7.5-10 s after the last claim)
-  it_wait_until 5 "round $round's item to run" ran
-  lat=$(it_sql "SELECT round(extract(epoch FROM started_at - created_at) * 1000)
+  oq_wait_until 5 "round $round's item to run" ran
+  lat=$(oq_sql "SELECT round(extract(epoch FROM started_at - created_at) * 1000)
                 FROM ledger WHERE item_id = '$id'")
-  it_metric "notify_wakeup_latency_round$round" "$lat" ms \
+  oq_metric "notify_wakeup_latency_round$round" "$lat" ms \
     "enqueue to handler start, --poll-interval 10s"
   [ "$lat" -gt "$lat_max" ] && lat_max=$lat
 done
-it_check_le "worst enqueue-to-start latency (ms)" "$lat_max" 2000
-it_check "items left" "$(it_sql 'SELECT count(*) FROM onceq_items')" 0
+oq_check_le "worst enqueue-to-start latency (ms)" "$lat_max" 2000
+oq_check "items left" "$(oq_sql 'SELECT count(*) FROM onceq_items')" 0
 
 # ---- a rolled-back enqueue: no wake-up, nothing runs
 sleep 0.3 # the claim that followed the last item is over
 qs_before=$(claim_conn_query_start)
-it_sql "BEGIN;
+oq_sql "BEGIN;
         INSERT INTO onceq_items (payload) VALUES ('{\"rolled\": \"back\"}');
         ROLLBACK" >/dev/null
 sleep 1.5
 qs_after=$(claim_conn_query_start)
-it_log "claim connection's last query start: before $qs_before, after $qs_after"
-it_check "claim queries after a rolled-back enqueue (last query start)" \
+oq_log "claim connection's last query start: before $qs_before, after $qs_after"
+oq_check "claim queries after a rolled-back enqueue (last query start)" \
   "$qs_after" "$qs_before"
-it_check "ledger rows" "$(it_sql 'SELECT count(*) FROM ledger')" 3
-it_check "items" "$(it_sql 'SELECT count(*) FROM onceq_items')" 0
+oq_check "ledger rows" "$(oq_sql 'SELECT count(*) FROM ledger')" 3
+oq_check "items" "$(oq_sql 'SELECT count(*) FROM onceq_items')" 0
 # The window above proves "no wake-up" only if no poll could fall in it:
 # the next poll comes 7.5-10 s after the last claim (qs_before).
-it_check_le "seconds from the last claim to the end of the window (< 7.5 s poll)" \
-  "$(it_sql "SELECT ceil(extract(epoch FROM now() - '$qs_before'::timestamptz))")" 7
-it_check "worker alive" "$(it_alive "$w" && echo yes || echo no)" yes
-it_stop "$w" 10
-it_check "exit code after SIGTERM" "$IT_RC" 0
-it_log "PASS"
+oq_check_le "seconds from the last claim to the end of the window (< 7.5 s poll)" \
+  "$(oq_sql "SELECT ceil(extract(epoch FROM now() - '$qs_before'::timestamptz))")" 7
+oq_check "worker alive" "$(oq_alive "$w" && echo yes || echo no)" yes
+oq_stop "$w" 10
+oq_check "exit code after SIGTERM" "$OQ_RC" 0
+oq_log "PASS"

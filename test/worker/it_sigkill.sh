@@ -6,8 +6,8 @@
 # deletes A's session, which releases A's claims, and B finishes them: the
 # ledger is exact (200 rows, 200 distinct), nothing is left, A's session is
 # gone. Prints the time from kill -9 to reaped and to all done.
-source "$(dirname "${BASH_SOURCE[0]}")/it_lib.sh"
-it_setup sigkill
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
+oq_setup sigkill
 
 N=200
 # The handler sleeps 0.5 s in the ack transaction, so A is always holding
@@ -24,53 +24,52 @@ SQL='INSERT INTO ledger (item_id, n)
      SELECT $2, ($1->>'"'n'"')::int FROM pg_sleep('"$HANDLER_SLEEP"')'
 FAST=(--heartbeat-interval 200ms --session-expiry 1600ms --poll-interval 200ms)
 
-it_sql "CREATE TABLE ledger (item_id uuid NOT NULL, n int NOT NULL);
+oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL, n int NOT NULL);
         INSERT INTO onceq_items (payload)
         SELECT jsonb_build_object('n', g) FROM generate_series(1, $N) g" >/dev/null
 
-it_log "handler: pg_sleep($HANDLER_SLEEP) + ledger insert"
-it_worker_start A "${FAST[@]}" --concurrency 4 --sql "$SQL"
-wa=$IT_LAST_PID
-it_worker_start B "${FAST[@]}" --concurrency 8 --sql "$SQL"
-wb=$IT_LAST_PID
-a_session() { it_sql "SELECT id FROM onceq_sessions WHERE pid = $wa"; }
+oq_log "handler: pg_sleep($HANDLER_SLEEP) + ledger insert"
+oq_worker_start A "${FAST[@]}" --concurrency 4 --sql "$SQL"
+wa=$OQ_LAST_PID
+oq_worker_start B "${FAST[@]}" --concurrency 8 --sql "$SQL"
+wb=$OQ_LAST_PID
+a_session() { oq_sql "SELECT id FROM onceq_sessions WHERE pid = $wa"; }
 a_registered() { [ -n "$(a_session)" ]; }
-it_wait_until 10 "A's session" a_registered
+oq_wait_until 10 "A's session" a_registered
 sid_a=$(a_session)
-it_log "A: pid $wa, session $sid_a"
+oq_log "A: pid $wa, session $sid_a"
 
 # midway: A has acked some and holds claims right now
 midway() {
-  [ "$(it_sql 'SELECT count(*) FROM ledger')" -ge 40 ] &&
-    [ "$(it_sql "SELECT count(*) FROM onceq_items WHERE claim = '$sid_a'")" -gt 0 ]
+  [ "$(oq_sql 'SELECT count(*) FROM ledger')" -ge 40 ] &&
+    [ "$(oq_sql "SELECT count(*) FROM onceq_items WHERE claim = '$sid_a'")" -gt 0 ]
 }
-it_wait_until 40 "ledger >= 40 with claims held by A" midway
+oq_wait_until 40 "ledger >= 40 with claims held by A" midway
 kill -KILL "$wa"
-t_kill=$(it_now_ms)
-held=$(it_sql "SELECT count(*) FROM onceq_items WHERE claim = '$sid_a'")
-done_at_kill=$(it_sql 'SELECT count(*) FROM ledger')
-it_log "killed A (-9) with $held claim(s) held; ledger at $done_at_kill"
-it_wait_exit "$wa" 5
-it_check "A's exit status" "$IT_RC" 137
+t_kill=$(oq_now_ms)
+held=$(oq_sql "SELECT count(*) FROM onceq_items WHERE claim = '$sid_a'")
+done_at_kill=$(oq_sql 'SELECT count(*) FROM ledger')
+oq_log "killed A (-9) with $held claim(s) held; ledger at $done_at_kill"
+oq_wait_exit "$wa" 5
+oq_check "A's exit status" "$OQ_RC" 137
 
-reaped() { [ "$(it_sql "SELECT count(*) FROM onceq_sessions WHERE id = '$sid_a'")" = 0 ]; }
-it_wait_until 30 "A's session to be reaped" reaped
-reap_ms=$(($(it_now_ms) - t_kill))
-it_metric sigkill_reap "$reap_ms" ms "kill -9 to session reaped, expiry 1600 ms"
-it_check "items still claimed by A once it is reaped" \
-  "$(it_sql "SELECT count(*) FROM onceq_items WHERE claim = '$sid_a'")" 0
+reaped() { [ "$(oq_sql "SELECT count(*) FROM onceq_sessions WHERE id = '$sid_a'")" = 0 ]; }
+oq_wait_until 30 "A's session to be reaped" reaped
+reap_ms=$(($(oq_now_ms) - t_kill))
+oq_metric sigkill_reap "$reap_ms" ms "kill -9 to session reaped, expiry 1600 ms"
+oq_check "items still claimed by A once it is reaped" \
+  "$(oq_sql "SELECT count(*) FROM onceq_items WHERE claim = '$sid_a'")" 0
 
-all_done() { [ "$(it_sql 'SELECT count(*) FROM onceq_items')" = 0 ]; }
-it_wait_until 180 "B to finish every item" all_done
-finish_ms=$(($(it_now_ms) - t_kill))
-it_metric sigkill_all_done "$finish_ms" ms "kill -9 to all $N done, pg_sleep($HANDLER_SLEEP)"
-it_check_le "ms from kill -9 to reaped (loose bound)" "$reap_ms" 10000
-it_check "B still running" "$(it_alive "$wb" && echo yes || echo no)" yes
-it_stop "$wb" 15
-it_check "B's exit code after SIGTERM" "$IT_RC" 0
-it_ledger_exact "$N"
-it_check "ledger n values" "$(it_sql 'SELECT count(DISTINCT n) FROM ledger')" "$N"
-it_check "dead items" "$(it_sql 'SELECT count(*) FROM onceq_dead')" 0
-it_check "A's session" "$(it_sql "SELECT count(*) FROM onceq_sessions WHERE id = '$sid_a'")" 0
-it_check "session rows" "$(it_sql 'SELECT count(*) FROM onceq_sessions')" 0
-it_log "PASS"
+oq_wait_until 180 "B to finish every item" oq_all_done
+finish_ms=$(($(oq_now_ms) - t_kill))
+oq_metric sigkill_all_done "$finish_ms" ms "kill -9 to all $N done, pg_sleep($HANDLER_SLEEP)"
+oq_check_le "ms from kill -9 to reaped (loose bound)" "$reap_ms" 10000
+oq_check "B still running" "$(oq_alive "$wb" && echo yes || echo no)" yes
+oq_stop "$wb" 15
+oq_check "B's exit code after SIGTERM" "$OQ_RC" 0
+oq_ledger_exact "$N"
+oq_check "ledger n values" "$(oq_sql 'SELECT count(DISTINCT n) FROM ledger')" "$N"
+oq_check "dead items" "$(oq_sql 'SELECT count(*) FROM onceq_dead')" 0
+oq_check "A's session" "$(oq_sql "SELECT count(*) FROM onceq_sessions WHERE id = '$sid_a'")" 0
+oq_check "session rows" "$(oq_sql 'SELECT count(*) FROM onceq_sessions')" 0
+oq_log "PASS"
