@@ -698,9 +698,9 @@ def main():
     ap.add_argument("--exec-share", type=float, default=0.04)
     ap.add_argument("--exec-ms", type=int, default=150,
                     help="how long an --exec attempt sleeps (< 1000)")
-    ap.add_argument("--fault-ms", type=int, default=1300,
+    ap.add_argument("--fault-ms", type=int, default=1000,
                     help="mean time between faults")
-    ap.add_argument("--max-seconds", type=int, default=160,
+    ap.add_argument("--max-seconds", type=int, default=140,
                     help="bound on the fault phase")
     ap.add_argument("--drain-seconds", type=int, default=90)
     ap.add_argument("--keep", action="store_true", help="keep the database")
