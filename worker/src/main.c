@@ -3,7 +3,6 @@
  * then the worker runtime. Signal handlers only count signals; the claim
  * loop acts on the count (first: drain, second: stop now).
  */
-#include <stdio.h>
 
 #include "config.h"
 #include "curlpost.h"
@@ -12,6 +11,7 @@
 #include "metrics.h"
 #include "onceq/onceq.h"
 #include "preflight.h"
+#include "say.h"
 #include "signals.h"
 #include "worker.h"
 
@@ -22,9 +22,7 @@ static volatile sig_atomic_t signals_seen;
  * carry a database URL). */
 static void usage_line(const char *msg)
 {
-  char masked[OQ_ERRBUF_SIZE];
-  oq_text_mask_secrets(msg, masked, sizeof masked);
-  fprintf(stderr, "onceq-worker: %s\n", masked);
+  cm_say("onceq-worker", NULL, NULL, "%s", msg);
 }
 
 /*
@@ -47,7 +45,7 @@ static int reach_database(const wk_config *cfg)
     return 0;
   }
   usage_line(err);
-  return e == OQ_ERR_CONFIG || e == OQ_ERR_INVALID ? 2 : 1;
+  return cm_exit_for(e);
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,33 @@
+/*
+ * say.c: one-line error reports (say.h).
+ */
+#include <stdio.h>
+
+#include "onceq/text.h"
+#include "say.h"
+
+void cm_vsay(const char *prog, const char *cmd, const char *suffix,
+             const char *fmt, va_list ap)
+{
+  char raw[2048], masked[2048];
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  oq_text_mask_secrets(raw, masked, sizeof masked);
+  fprintf(stderr, "%s: %s%s%s%s\n", prog, cmd ? cmd : "", cmd ? ": " : "",
+          masked, suffix ? suffix : "");
+}
+
+void cm_say(const char *prog, const char *cmd, const char *suffix,
+            const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  cm_vsay(prog, cmd, suffix, fmt, ap);
+  va_end(ap);
+}
+
+int cm_exit_for(oq_err e)
+{
+  return (e == OQ_ERR_CONFIG || e == OQ_ERR_SCHEMA || e == OQ_ERR_INVALID)
+             ? CM_EXIT_USAGE
+             : CM_EXIT_RUNTIME;
+}
