@@ -332,6 +332,11 @@ static oq_err run_many(many *b, round_fn round)
   b->active = malloc((b->n ? b->n : 1) * sizeof *b->active);
   if (!b->active)
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  /* an earlier call gave up on some of these with the outcome unknown:
+   * reconcile before anything runs again (ack.h, "called again") */
+  for (size_t i = 0; i < b->n; i++)
+    if (oq__db_take_ambiguous(db, b->items[i].id))
+      ambiguous = was_ambiguous = true;
   for (int attempt = 1;; attempt++) {
     b->m = 0;
     for (size_t i = 0; i < b->n; i++)
@@ -421,11 +426,15 @@ static oq_err run_many(many *b, round_fn round)
   b->active = NULL;
   b->ids = NULL;
   b->results = NULL;
-  if (e != OQ_OK && ambiguous)
+  if (e != OQ_OK && ambiguous) {
+    for (size_t i = 0; i < b->n; i++)
+      if (b->res[i].verdict == OQ_ACK_PENDING)
+        oq__db_set_ambiguous(db, b->items[i].id);
     return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
                        "batch ack: commit outcome still unknown (%s); call "
                        "again once the database is reachable: it reconciles",
                        oq_db_errmsg(db));
+  }
   return e;
 }
 

@@ -30,7 +30,10 @@ struct oq_db {
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
   unsigned claim_turn;   /* per-queue claims: which queue goes first */
   bool per_queue_claims; /* test hook: claim queue by queue on PG too */
-  char ambiguous_id[OQ_UUID_LEN + 1];     /* oq_ack gave up ambiguous on it */
+  /* items whose ack gave up with an unknown commit outcome (oq_ack and the
+   * batches): the next ack of one reconciles before it runs anything */
+  char (*ambiguous)[OQ_UUID_LEN + 1];
+  size_t n_ambiguous;
   char *prepared[OQ__DB_PREPARED_MAX];    /* SQL prepared on this connection
                                              as "oq_p<index>"; reset on connect */
   int prepared_cols[OQ__DB_PREPARED_MAX]; /* columns each one returns */
@@ -151,17 +154,37 @@ void oq__db_count_restart(oq_db *db)
   db->restarts++;
 }
 
+/* At most this many remembered: past it an unknown outcome is only
+ * reported as lost instead of done (never acknowledged twice: the claim
+ * check decides that) */
+#define OQ__DB_AMBIGUOUS_MAX 4096
+
 void oq__db_set_ambiguous(oq_db *db, const char *item_id)
 {
-  snprintf(db->ambiguous_id, sizeof db->ambiguous_id, "%s", item_id);
+  for (size_t i = 0; i < db->n_ambiguous; i++)
+    if (strcmp(db->ambiguous[i], item_id) == 0)
+      return;
+  if (db->n_ambiguous >= OQ__DB_AMBIGUOUS_MAX)
+    return;
+  void *p =
+      realloc(db->ambiguous, (db->n_ambiguous + 1) * sizeof *db->ambiguous);
+  if (!p)
+    return;
+  db->ambiguous = p;
+  snprintf(db->ambiguous[db->n_ambiguous++], sizeof *db->ambiguous, "%s",
+           item_id);
 }
 
 bool oq__db_take_ambiguous(oq_db *db, const char *item_id)
 {
-  if (!db->ambiguous_id[0] || strcmp(db->ambiguous_id, item_id) != 0)
-    return false;
-  db->ambiguous_id[0] = '\0';
-  return true;
+  for (size_t i = 0; i < db->n_ambiguous; i++)
+    if (strcmp(db->ambiguous[i], item_id) == 0) {
+      db->n_ambiguous--;
+      memmove(db->ambiguous[i], db->ambiguous[db->n_ambiguous],
+              sizeof *db->ambiguous);
+      return true;
+    }
+  return false;
 }
 
 static PGresult *await_result(oq_db *db, bool *timed_out);
@@ -352,6 +375,7 @@ void oq_db_close(oq_db *db)
   if (db->conn)
     PQfinish(db->conn);
   oq__db_forget_prepared(db);
+  free(db->ambiguous);
   free(db->conninfo);
   free(db->app_name);
   free(db->password);

@@ -24,6 +24,9 @@
  *  - batch-landed / batch-not-landed: the same cuts around the COMMIT of a
  *                 pipelined batch ack (oq_ack_many_sql, 5 items): every item
  *                 acked, one ledger row each.
+ *  - batch-gave-up: the same for a pipelined batch of 3: the second call
+ *                 remembers the first's unknown outcome, so every item is
+ *                 OQ_ACK_DONE (not LOST) and the ledger has one row each.
  *  - gave-up:     landed, and the database refuses new connections while
  *                 the client reconnects: oq_ack gives up with
  *                 OQ_ERR_AMBIGUOUS. Once connections are allowed again, a
@@ -494,9 +497,13 @@ static void run_case(const case_def *cd)
 /* gave-up: oq_ack returns OQ_ERR_AMBIGUOUS; calling it again reconciles
  * first (ack.h) instead of re-running the transaction blindly, which would
  * find 0 rows and report a landed ack as lost. */
-static void run_gave_up(void)
+/* batch: the same with a pipelined batch of 3 (oq_ack_many_sql), whose
+ * second call must remember the first's unknown outcome: DONE, not LOST. */
+static void run_gave_up(bool batch)
 {
-  const char *dbname = "ambig_gave_up";
+  const char *dbname = batch ? "ambig_batch_gave_up" : "ambig_gave_up";
+  const char *name = batch ? "batch-gave-up" : "gave-up";
+  size_t want = batch ? 3 : 1;
   char dsn[1024];
   snprintf(dsn, sizeof dsn, "%s", oqt_fresh_db(dbname, 1));
   char real_db[128] = "";
@@ -505,7 +512,7 @@ static void run_gave_up(void)
     first_text t = query1(d, "SELECT current_database()", NULL);
     snprintf(real_db, sizeof real_db, "%s", t.val);
     oqt_exec(d, "CREATE TABLE ledger (item_id uuid, note text)");
-    oqt_enqueue_n(d, QUEUE, 1);
+    oqt_enqueue_n(d, QUEUE, (int)want);
     oq_db_close(d);
   }
   cutproxy *px = cutproxy_start(up_host, up_port);
@@ -528,8 +535,11 @@ static void run_gave_up(void)
   const char *q[1] = {QUEUE};
   oq_item *items = NULL;
   size_t n = 0;
-  ASSERT_OK(db, oq_claim(db, s, q, 1, 1, &items, &n));
-  ASSERT_EQ(n, 1);
+  ASSERT_OK(db, oq_claim(db, s, q, 1, (int)want, &items, &n));
+  ASSERT_EQ(n, want);
+  static const char bsql[] =
+      "INSERT INTO ledger (item_id, note) VALUES ($2, 'run 1')";
+  oq_ack_result res[3];
 
   gap_ctx gap = {.kind = CASE_LANDED, .dsn = dsn};
   snprintf(gap.refuse_db, sizeof gap.refuse_db, "%s", real_db);
@@ -537,8 +547,10 @@ static void run_gave_up(void)
   cutproxy_arm(px, CUTPROXY_CUT_AFTER_COMMIT);
   ledger_ctx lc = {0, "run"};
   bool reconciled = false;
-  oq_err e = oq_ack(db, s, &items[0], ledger_insert, &lc, NULL, &reconciled);
-  printf("CASE gave-up: first oq_ack -> %s (%s), handler runs=%d\n",
+  oq_err e =
+      batch ? oq_ack_many_sql(db, s, items, n, bsql, NULL, res)
+            : oq_ack(db, s, &items[0], ledger_insert, &lc, NULL, &reconciled);
+  printf("CASE %s: first ack -> %s (%s), handler runs=%d\n", name,
          oq_strerror(e), oq_db_errmsg(db), lc.calls);
   ASSERT_ERR(OQ_ERR_AMBIGUOUS, e);
   ASSERT_EQ(gap.ran, 1);
@@ -552,15 +564,25 @@ static void run_gave_up(void)
 
   int calls_before = lc.calls;
   reconciled = false;
-  e = oq_ack(db, s, &items[0], ledger_insert, &lc, NULL, &reconciled);
-  printf("CASE gave-up: second oq_ack -> %s, reconciled=%d, handler "
-         "runs=%d\n",
-         oq_strerror(e), (int)reconciled, lc.calls);
-  ASSERT_ERR(OQ_OK, e);
-  ASSERT_EQ(reconciled, true);
-  ASSERT_EQ(lc.calls, calls_before); /* not re-run */
+  if (batch) {
+    e = oq_ack_many_sql(db, s, items, n, bsql, NULL, res);
+    printf("CASE %s: second ack -> %s, verdicts %d %d %d\n", name,
+           oq_strerror(e), (int)res[0].verdict, (int)res[1].verdict,
+           (int)res[2].verdict);
+    ASSERT_ERR(OQ_OK, e);
+    for (size_t i = 0; i < n; i++)
+      ASSERT_EQ(res[i].verdict, OQ_ACK_DONE); /* remembered: not LOST */
+  } else {
+    e = oq_ack(db, s, &items[0], ledger_insert, &lc, NULL, &reconciled);
+    printf("CASE %s: second oq_ack -> %s, reconciled=%d, handler "
+           "runs=%d\n",
+           name, oq_strerror(e), (int)reconciled, lc.calls);
+    ASSERT_ERR(OQ_OK, e);
+    ASSERT_EQ(reconciled, true);
+    ASSERT_EQ(lc.calls, calls_before); /* not re-run */
+  }
   oq_db *direct = oqt_connect(dsn);
-  ASSERT_EQ(count1(direct, "SELECT count(*) FROM ledger", NULL), 1);
+  ASSERT_EQ(count1(direct, "SELECT count(*) FROM ledger", NULL), (long)want);
   ASSERT_EQ(count1(direct, "SELECT count(*) FROM onceq_items", NULL), 0);
   oq_db_close(direct);
   oq_items_free(items, n);
@@ -647,7 +669,11 @@ int main(int argc, char **argv)
     ran++;
   }
   if (!only || strcmp(only, "gave-up") == 0) {
-    run_gave_up();
+    run_gave_up(false);
+    ran++;
+  }
+  if (!only || strcmp(only, "batch-gave-up") == 0) {
+    run_gave_up(true);
     ran++;
   }
   if (ran == 0)
