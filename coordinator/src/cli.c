@@ -41,6 +41,27 @@ int cli_fail(int code, const char *cmd, const char *fmt, ...)
   return code;
 }
 
+int cli_no_repeats(const char *cmd, int argc, char **argv,
+                   const char *const *once)
+{
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    const char *a = argv[i];
+    size_t n = strcspn(a, "=");
+    for (const char *const *o = once; *o; o++) {
+      if (strlen(*o) != n || strncmp(a, *o, n) != 0)
+        continue;
+      for (int j = i + 1; j < argc && strcmp(argv[j], "--") != 0; j++)
+        if (strncmp(argv[j], *o, n) == 0 &&
+            (argv[j][n] == '\0' || argv[j][n] == '='))
+          return cli_usage_error(cmd,
+                                 "%s is given twice; give it once (a "
+                                 "second one would silently win)",
+                                 *o);
+    }
+  }
+  return CLI_EXIT_OK;
+}
+
 /* The exit-code rule of every binary (docs/cli.md "Exit codes"): 2 when
  * what the user gave is wrong and running again cannot help (flags,
  * conninfo syntax, a role or database that does not exist, the schema

@@ -47,6 +47,11 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 /* Print "onceq: CMD: <message>" (one line) and return code. */
 int cli_fail(int code, const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Refuse a single-value option of once (a NULL-terminated list of
+ * "--name") given twice before "--" ("--name V" or "--name=V"): a usage
+ * error, not a silent last-wins (issue 14). Returns 0 or 2 after the line. */
+int cli_no_repeats(const char *cmd, int argc, char **argv,
+                   const char *const *once);
 /* Exit code for a library error: configuration problems are 2. */
 int cli_exit_for(oq_err e);
 

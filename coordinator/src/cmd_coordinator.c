@@ -18,6 +18,7 @@
 #include <curl/curl.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,7 @@ static const opt opts[] = {
      "status page needs Bearer TOKEN (ONCEQ_STATUS_TOKEN)"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
+_Static_assert(sizeof opts / sizeof opts[0] <= 64, "one bit per option");
 
 static void usage(void)
 {
@@ -182,6 +184,7 @@ static int parse(int argc, char **argv, co_opts *o)
   o->heartbeat_interval_ms = 1000;
   o->session_expiry_ms = 5000;
   o->log_level = OQ_LOG_INFO;
+  uint64_t seen = 0; /* bit k: opts[k] was given */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -199,6 +202,14 @@ static int parse(int argc, char **argv, co_opts *o)
     }
     if (!op)
       return cli_usage_error("coordinator", "unknown option %s", a);
+    /* every option here takes one value: a second one would silently win */
+    uint64_t bit = UINT64_C(1) << (op - opts);
+    if (seen & bit)
+      return cli_usage_error("coordinator",
+                             "%s is given twice; give it once (a second "
+                             "one would silently win)",
+                             op->name);
+    seen |= bit;
     if (!val) {
       if (i + 1 >= argc)
         return cli_usage_error("coordinator", "%s needs a value", op->name);

@@ -1694,6 +1694,19 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
                  .wait_timeout_ms = -1};
   const char *val = NULL, *delay_text = NULL;
   bool positional_only = false;
+  static const char *const once[] = {"--queue",
+                                     "--priority",
+                                     "--delay",
+                                     "--run-at",
+                                     "--unique-key",
+                                     "--max-attempts",
+                                     "--unique-key-field",
+                                     "--batch",
+                                     "--timeout",
+                                     NULL};
+  int rc0 = cli_no_repeats("push", argc, argv, once);
+  if (rc0 != CLI_EXIT_OK)
+    return rc0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!positional_only && a[0] == '-' && a[1] != '\0') {
