@@ -174,6 +174,10 @@ int cmd_list(const cli_globals *g, int argc, char **argv)
   const char *queue = NULL, *val = NULL;
   int state = -1; /* index in state_names; -1: all */
   long long limit = DEFAULT_LIMIT;
+  static const char *const once[] = {"--queue", "--state", "--limit", NULL};
+  int rc0 = cli_no_repeats("list", argc, argv, once);
+  if (rc0 != CLI_EXIT_OK)
+    return rc0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);

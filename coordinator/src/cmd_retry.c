@@ -173,6 +173,12 @@ int cmd_retry(const cli_globals *g, int argc, char **argv)
     cli_ids_free(&ids);
     return cli_fail(CLI_EXIT_RUNTIME, "retry", "out of memory");
   }
+  static const char *const once[] = {"--queue", NULL};
+  int rc0 = cli_no_repeats("retry", argc, argv, once);
+  if (rc0 != CLI_EXIT_OK) {
+    cli_ids_free(&ids);
+    return rc0;
+  }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);

@@ -632,6 +632,10 @@ int cmd_stats(const cli_globals *g, int argc, char **argv)
 {
   bool watch_mode = false;
   int64_t interval_ms = 2000, sample_ms = 1000;
+  static const char *const once[] = {"--watch", "--sample", NULL};
+  int rc0 = cli_no_repeats("stats", argc, argv, once);
+  if (rc0 != CLI_EXIT_OK)
+    return rc0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

@@ -196,6 +196,12 @@ int cmd_wait(const cli_globals *g, int argc, char **argv)
   const char *val = NULL;
   if (!ids)
     return cli_fail(CLI_EXIT_RUNTIME, "wait", "out of memory");
+  static const char *const once[] = {"--timeout", NULL};
+  rc = cli_no_repeats("wait", argc, argv, once);
+  if (rc != CLI_EXIT_OK) {
+    free(ids);
+    return rc;
+  }
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
