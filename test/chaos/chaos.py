@@ -94,6 +94,7 @@ class Chaos:
         self.db = "chaos_%d" % os.getpid()
         self.dsn = "%s dbname=%s" % (self.admin, self.db)
         self.procs = {}          # label -> Popen (ours only)
+        self.passed = False
         self.started_ms = {}
         self.signalled = set()   # labels we sent SIGTERM/SIGKILL
         self.startup_failures = 0
@@ -531,6 +532,10 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
             time.sleep(0.1)
         self.stop_all()
         ok = self.verdict(nfaults, b)
+        self.passed = ok
+        if not ok:
+            log("kept for a post-mortem: %s (logs, attempts.log) and database %s"
+                % (self.tmp, self.db))
         return 0 if ok else 1
 
     def stop_all(self):
@@ -678,7 +683,8 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
             pass
         if self.pg_down:
             self.pg_ctl("-w", "-t", "60", "start")
-        if not self.a.keep:
+        if self.passed and not self.a.keep:
+            shutil.rmtree(self.tmp, ignore_errors=True)
             try:
                 self.sql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % self.db,
                          dsn=self.admin, timeout=30, check=False)
