@@ -69,9 +69,17 @@ void cm_exec_lean(char **argv)
   }
   if (getenv(LEAN_VAR) || !argv || !argv[0])
     return;
+  /* the file's own path, not /proc/self/exe: the kernel names the
+   * process after the file executed (comm), and `ps -C onceq-worker`,
+   * pgrep and deploy/quickstart.sh's stop look for that name */
+  char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0 || (size_t)len >= sizeof self - 1)
+    return;
+  self[len] = '\0';
   if (setenv(LEAN_VAR, "1", 1) != 0 || setenv(LEAN_MARK, "1", 1) != 0)
     return;
-  execv("/proc/self/exe", argv);
+  execv(self, argv);
   /* not re-executed: carry on as we are */
   unsetenv(LEAN_VAR);
   unsetenv(LEAN_MARK);

@@ -426,10 +426,13 @@ static oq_err run_many(many *b, round_fn round)
   b->active = NULL;
   b->ids = NULL;
   b->results = NULL;
-  if (e != OQ_OK && ambiguous) {
+  /* a round's commit was ambiguous at some point: a pending item may yet
+   * turn out acknowledged by it, so the next call reconciles first */
+  if (e != OQ_OK && was_ambiguous)
     for (size_t i = 0; i < b->n; i++)
       if (b->res[i].verdict == OQ_ACK_PENDING)
         oq__db_set_ambiguous(db, b->items[i].id);
+  if (e != OQ_OK && ambiguous) {
     return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
                        "batch ack: commit outcome still unknown (%s); call "
                        "again once the database is reachable: it reconciles",

@@ -154,18 +154,22 @@ void oq__db_count_restart(oq_db *db)
   db->restarts++;
 }
 
-/* At most this many remembered: past it an unknown outcome is only
- * reported as lost instead of done (never acknowledged twice: the claim
- * check decides that) */
-#define OQ__DB_AMBIGUOUS_MAX 4096
+/* At most this many remembered (the oldest forgotten first): a forgotten
+ * unknown outcome is only reported as lost instead of done, never
+ * acknowledged twice (the claim check decides that). Small, because every
+ * ack of a batch looks its items up here. */
+#define OQ__DB_AMBIGUOUS_MAX 256
 
 void oq__db_set_ambiguous(oq_db *db, const char *item_id)
 {
   for (size_t i = 0; i < db->n_ambiguous; i++)
     if (strcmp(db->ambiguous[i], item_id) == 0)
       return;
-  if (db->n_ambiguous >= OQ__DB_AMBIGUOUS_MAX)
-    return;
+  if (db->n_ambiguous >= OQ__DB_AMBIGUOUS_MAX) {
+    memmove(db->ambiguous[0], db->ambiguous[1],
+            (db->n_ambiguous - 1) * sizeof *db->ambiguous);
+    db->n_ambiguous--;
+  }
   void *p =
       realloc(db->ambiguous, (db->n_ambiguous + 1) * sizeof *db->ambiguous);
   if (!p)
@@ -179,9 +183,9 @@ bool oq__db_take_ambiguous(oq_db *db, const char *item_id)
 {
   for (size_t i = 0; i < db->n_ambiguous; i++)
     if (strcmp(db->ambiguous[i], item_id) == 0) {
+      memmove(db->ambiguous[i], db->ambiguous[i + 1],
+              (db->n_ambiguous - i - 1) * sizeof *db->ambiguous);
       db->n_ambiguous--;
-      memmove(db->ambiguous[i], db->ambiguous[db->n_ambiguous],
-              sizeof *db->ambiguous);
       return true;
     }
   return false;
@@ -658,7 +662,9 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
       *stmts[i].first_row = NULL;
   size_t sent = segment_end(stmts, 0, n);
   if (!pipeline_send(db, stmts, 0, sent, n)) {
-    oq_err e = oq__db_fail(db, OQ_ERR_CONN, NULL,
+    /* the server runs each message as it arrives: if the last statement
+     * (a COMMIT) was among those sent, part of it may have gone through */
+    oq_err e = oq__db_fail(db, sent == n ? OQ_ERR_AMBIGUOUS : OQ_ERR_CONN, NULL,
                            "pipeline to %s could not be sent: %s", db->masked,
                            PQerrorMessage(db->conn));
     PQfinish(db->conn); /* a half-sent pipeline leaves no usable state */
@@ -686,11 +692,12 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
         }
       }
       size_t from = first == OQ_OK ? sent : n;
-      if (!pipeline_send(db, stmts, from, to, n)) {
+      bool ok = pipeline_send(db, stmts, from, to, n);
+      sent = to; /* handed to the connection, perhaps in part (see above) */
+      if (!ok) {
         lost = true;
         break;
       }
-      sent = to;
     }
     if (!wait_readable(db, until, &timed_out)) {
       lost = true;
@@ -751,7 +758,7 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
                          db->masked, msg);
     return oq__db_fail(db, OQ_ERR_CONN, db->sqlstate,
                        "connection to %s lost after: %s", db->masked,
-                       db->errmsg);
+                       db->errmsg[0] ? db->errmsg : msg);
   }
   /* a failure left the explicit transaction aborted: end it, so the
    * connection is usable (the caller runs the batch again) */

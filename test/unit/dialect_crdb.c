@@ -129,7 +129,8 @@ static void drop_aliases(char *s)
 
 /*
  * A claim pair: PostgreSQL's MATERIALIZED CTE with FOR UPDATE SKIP LOCKED
- * feeding an UPDATE ... FROM (docs/design.md §3), and CockroachDB's single
+ * feeding an UPDATE ... WHERE id = ANY(ARRAY(...)) whose rows an outer
+ * SELECT returns in claim order (docs/design.md §3), and CockroachDB's single
  * UPDATE ... WHERE ... ORDER BY ... LIMIT ... RETURNING, an implicit
  * statement the server may retry. Both must filter, order, limit, set and
  * return the same things (one row parser serves both engines).
@@ -185,6 +186,16 @@ static void check_claim_pair(const char *pg, const char *crdb)
   between(pg, " RETURNING ", ", i.run_at)", b, sizeof b);
   drop_aliases(b);
   ASSERT_STREQ(a, b); /* the same columns, in the same order */
+  /* and the rows the client reads are the outer SELECT's: exactly those
+   * columns, by their aliases, in that order */
+  between(pg, ") SELECT ", " FROM u ", b, sizeof b);
+  ASSERT_STREQ(b, "id, queue, payload, attempts, max_attempts, priority, "
+                  "created_us, claimed_us, part");
+  between(pg, " RETURNING ", ", i.run_at)", a, sizeof a);
+  ASSERT_CONTAINS(a, "::text AS id, queue, payload::text AS payload, "
+                     "attempts, max_attempts, priority,");
+  ASSERT_CONTAINS(a, "::int8 AS created_us, (");
+  ASSERT_CONTAINS(a, "::int8 AS claimed_us, part");
 }
 
 static bool is_migrate_lock(int s)
