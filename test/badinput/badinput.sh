@@ -2,7 +2,8 @@
 # shellcheck disable=SC2016 # $1..$5 and backquotes in single quotes are text
 # badinput.sh: the bad-input catalogue (issue 14). Each case is a mistake a
 # new user makes with onceq or onceq-worker; each asserts
-#   - the exit code (2: bad usage or configuration, docs/design.md §6),
+#   - the exit code (docs/cli.md "Exit codes": 2 bad usage or configuration,
+#     1 the environment: server unreachable, interrupted),
 #   - exactly one line on stderr naming the problem (a regex), nothing on
 #     stdout,
 #   - no password in that line,
@@ -104,6 +105,25 @@ worker_case "worker, role does not exist" 2 \
   --db "$OQ_ADMIN_DSN user=onceq_no_such_role" --sql 'select 1'
 cli_case "coordinator port=notaport" 2 '^onceq: coordinator: .*fix that option in --db' \
   --db "host=127.0.0.1 port=notaport" coordinator --log-level error
+
+# ---- a single-value flag given twice is refused, not last-wins ---------------
+cli_case "push --queue a --queue=b" 2 \
+  '^onceq: push: --queue is given twice; give it once' push --queue a --queue=b '{}'
+cli_case "push --priority twice (bulk)" 2 '^onceq: push: --priority is given twice' \
+  push --priority 1 --priority 2
+cli_case "list --limit 1 --limit=2" 2 '^onceq: list: --limit is given twice' \
+  list --limit 1 --limit=2
+cli_case "wait --timeout twice" 2 '^onceq: wait: --timeout is given twice' \
+  wait --timeout 1s --timeout 2s 00000000-0000-0000-0000-000000000000
+# onceq-worker keeps last-wins on purpose (documented in docs/worker.md):
+# the systemd unit's ONCEQ_WORKER_OPTS overrides the unit's own defaults.
+# Each value given is still checked.
+worker_case "worker --shutdown-timeout 30s --shutdown-timeout=0s (last wins, checked)" 2 \
+  '^onceq-worker: --shutdown-timeout 0s: expected a duration above zero' \
+  --shutdown-timeout 30s --shutdown-timeout=0s --exec /bin/true
+cli_case "coordinator --interval twice" 2 \
+  '^onceq: coordinator: --interval is given twice; give it once' \
+  coordinator --interval 1s --interval=2s
 
 # ---- schedules that can never fire are refused at creation -------------------
 cli_case "schedule add '0 0 30 2 *' (February 30)" 2 \
