@@ -54,6 +54,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 EXPIRY_MS = 3000
@@ -95,6 +96,7 @@ class Chaos:
         self.dsn = "%s dbname=%s" % (self.admin, self.db)
         self.procs = {}          # label -> Popen (ours only)
         self.passed = False
+        self.enqueue_stop = False
         self.started_ms = {}
         self.signalled = set()   # labels we sent SIGTERM/SIGKILL
         self.startup_failures = 0
@@ -274,19 +276,26 @@ class Chaos:
 p=$(cat)
 n=$(echo "$p" | sed -n 's/.*"n": *\\([0-9]*\\).*/\\1/p')
 ms=$(echo "$p" | sed -n 's/.*"ms": *\\([0-9]*\\).*/\\1/p')
-echo "start $1 $2 $n $(date +%%s%%3N)" >>%(log)s
-trap 'echo "end $1 $2 $n $(date +%%s%%3N) term" >>%(log)s; exit 143' TERM
+# date can fail to start on a loaded machine (fork): try again
+ms_now() { for i in 1 2 3 4 5; do t=$(date +%%s%%3N) && [ -n "$t" ] && { echo "$t"; return; }; sleep 0.05; done; echo x; }
+echo "start $1 $2 $n $(ms_now)" >>%(log)s
+trap 'echo "end $1 $2 $n $(ms_now) term" >>%(log)s; exit 143' TERM
 sleep "$(awk -v ms="$ms" 'BEGIN { printf "%%.3f", ms / 1000 }')" &
 wait $!
-echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
+echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
 """ % {"log": self.exec_log})
         os.chmod(self.exec_script, 0o755)
         open(self.exec_log, "a").close()
 
     # ------------------------------------------------------------ enqueue
-    def enqueue_batch(self, b):
+    def enqueue_batch(self, b, scale=1.0):
+        """One psql transaction. Its size is drawn around --batch times
+        scale (the enqueuer's catch-up when psql is slow); each item's
+        properties come from its own generator (seed, n), so item n is the
+        same item in every replay whatever the batch sizes."""
         rng = self.brng
-        size = rng.randint(1, 2 * self.a.batch - 1)
+        mean = max(1.0, self.a.batch * scale)
+        size = 1 + int(rng.random() * (2 * mean - 1))
         size = min(size, self.a.items - (self.next_n - 1))
         if size <= 0:
             return 0
@@ -295,6 +304,7 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
         for _ in range(size):
             n = self.next_n
             self.next_n += 1
+            rng = random.Random(self.a.seed * 1000003 + n)
             ex = rng.random() < self.a.exec_share
             poison = (not ex) and rng.random() < 0.005
             prio = rng.choice([0, 0, 0, 1, 5, 9])
@@ -315,16 +325,35 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
              " INSERT INTO onceq_items (queue, payload, priority, run_at,"
              " max_attempts) VALUES %s; %s;" % (b, ", ".join(rows),
                                                 "COMMIT" if commit else "ROLLBACK"))
-        try:
-            r = subprocess.run([self.psql, "-X", "-q", "-v", "ON_ERROR_STOP=1",
-                                "-d", self.dsn, "-c", q], capture_output=True,
-                               text=True, timeout=20)
-            ok = r.returncode == 0
-        except subprocess.TimeoutExpired:
-            ok = False
         # psql's answer is only a hint: a COMMIT cut by a restart has an
-        # unknown outcome, settled later by the chaos_batches row
-        self.psql_said[b] = commit if ok else None
+        # unknown outcome, settled by the chaos_batches row. A batch meant
+        # to commit is sent again (at most 5 times, 90 s) while its marker
+        # is absent, as an application would retry; the marker makes that
+        # safe (the verdict fails if a batch's items ever appear twice).
+        self.psql_said[b] = None
+        end = time.time() + 90
+        for _ in range(5):
+            try:
+                r = subprocess.run([self.psql, "-X", "-q", "-v", "ON_ERROR_STOP=1",
+                                    "-d", self.dsn, "-c", q], capture_output=True,
+                                   text=True, timeout=20)
+                ok = r.returncode == 0
+            except subprocess.TimeoutExpired:
+                ok = False
+            if ok:
+                self.psql_said[b] = commit
+                break
+            if not commit or self.enqueue_stop:
+                break
+            there = None
+            while there is None and time.time() < end and not self.enqueue_stop:
+                try:
+                    there = self.sql("SELECT count(*) FROM chaos_batches"
+                                     " WHERE b = %d" % b, timeout=10) != "0"
+                except (RuntimeError, subprocess.TimeoutExpired):
+                    time.sleep(0.5)
+            if there is not False:
+                break
         return size
 
     # ------------------------------------------------------------ faults
@@ -477,16 +506,17 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
         # enqueue and fault on one clock: batches every enqueue_ms until
         # --items are in, faults every fault_ms on average until --faults
         # have been injected; both bounded by --max-seconds
-        next_batch = next_fault = now_ms() + 500
-        b = 0
+        next_fault = now_ms() + 500
         nfaults = 0
         deadline = t0 + a.max_seconds
+        self.nbatches = 0
+        # the enqueuer has its own thread (psql can take seconds on a busy
+        # machine, and a fault must not wait for it); it alone draws from
+        # brng and writes batches, psql_said, items and next_n
+        enq = threading.Thread(target=self.enqueuer, args=(deadline,), daemon=True)
+        enq.start()
         while (self.next_n <= a.items or nfaults < a.faults) and time.time() < deadline:
             t = now_ms()
-            if self.next_n <= a.items and t >= next_batch:
-                b += 1
-                self.enqueue_batch(b)
-                next_batch = t + a.enqueue_ms
             if nfaults < a.faults and t >= next_fault:
                 self.fault()
                 nfaults += 1
@@ -494,11 +524,14 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
             self.run_pending()
             self.reap_exited()
             time.sleep(0.02)
-        # the rest of --items, if the faults outran the batches
-        while self.next_n <= a.items and time.time() < deadline + 60:
-            b += 1
-            self.enqueue_batch(b)
+        # the rest of --items (bounded: the enqueuer stops at deadline + 60)
+        while enq.is_alive() and time.time() < deadline + 65:
             self.run_pending()
+            self.reap_exited()
+            time.sleep(0.05)
+        self.enqueue_stop = True
+        enq.join(timeout=30)
+        b = self.nbatches
         fault_secs = time.time() - t0
         log("faults done: %d faults, %d items (%d batches) in %.0f s"
             % (nfaults, self.next_n - 1, b, fault_secs))
@@ -538,6 +571,23 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
                 % (self.tmp, self.db))
         return 0 if ok else 1
 
+    def enqueuer(self, deadline):
+        a = self.a
+        t0 = time.time()
+        while (self.next_n <= a.items and not self.enqueue_stop
+               and time.time() < deadline + 60):
+            t = time.time()
+            # on schedule: --items spread over the fault phase; behind it
+            # (a slow psql), larger batches
+            due = (t - t0) * 1000.0 / max(1, a.faults * a.fault_ms)
+            done = (self.next_n - 1) / float(a.items)
+            scale = 1.0 if done >= due else min(5.0, 1.0 + (due - done) * 10)
+            if t > deadline:
+                scale = 5.0
+            self.nbatches += 1
+            self.enqueue_batch(self.nbatches, scale)
+            time.sleep(a.enqueue_ms / 1000.0)
+
     def stop_all(self):
         for label in list(self.procs):
             self.signal(label, signal.SIGCONT)
@@ -557,8 +607,12 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
     # ------------------------------------------------------------ verdict
     def verdict(self, nfaults, nbatches):
         bad = []
-        committed = set(int(x) for x in
-                        self.sql_patiently("SELECT b FROM chaos_batches").split())
+        markers = collections.Counter(
+            int(x) for x in self.sql_patiently("SELECT b FROM chaos_batches").split())
+        committed = set(markers)
+        twice = [bt for bt, c in markers.items() if c > 1]
+        if twice:
+            bad.append("batches enqueued twice: %s" % twice[:10])
         for bt, said in self.psql_said.items():
             if said is True and bt not in committed:
                 bad.append("batch %d: psql committed it but it is not there" % bt)
@@ -584,9 +638,11 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
         # --exec attempts
         attempts = collections.defaultdict(list)  # n -> [(start, end|None, label, how)]
         opened = {}
+        malformed = 0  # lines without a time (reported, not judged)
         for line in open(self.exec_log):
             f = line.split()
-            if len(f) < 5 or not f[3].isdigit():
+            if len(f) < 5 or not f[3].isdigit() or not f[4].isdigit():
+                malformed += 1
                 continue
             ev, label, iid, n, ms = f[0], f[1], f[2], int(f[3]), int(f[4])
             key = (label, iid)
@@ -656,11 +712,14 @@ echo "end $1 $2 $n $(date +%%s%%3N) ok" >>%(log)s
         del missing_ack
         for msg in bad:
             log("FAIL " + msg)
-        print("chaos: items %d enqueued in %d batches: %d committed, %d rolled"
-              " back (%d psql outcomes unknown, settled by the marker row);"
+        meant = sum(len(ns) for ns, c in self.batches.values() if not c)
+        print("chaos: items %d enqueued in %d batches: %d committed, %d not"
+              " (%d rolled back on purpose, the rest failed with the server);"
+              " %d psql outcomes unknown, settled by the marker row;"
+              " %d attempt lines without a time;"
               " ledger %d rows; dead %d; --exec attempts %d; processes"
               " started %d (%d restarted after a failed start)"
-              % (self.next_n - 1, nbatches, len(expected), len(rolled), unknown,
+              % (self.next_n - 1, nbatches, len(expected), len(rolled), meant, unknown, malformed,
                  sum(ledger.values()), len(dead),
                  sum(len(v) for v in attempts.values()), self.seq,
                  self.startup_failures))
@@ -717,7 +776,8 @@ def main():
     a = ap.parse_args()
     if a.soak:
         a.items, a.faults = max(a.items, 100000), max(a.faults, 500)
-        a.max_seconds = max(a.max_seconds, 3600)
+        if "--max-seconds" not in sys.argv:
+            a.max_seconds = 3600
         a.drain_seconds = max(a.drain_seconds, 300)
     if a.seed is None:
         a.seed = int.from_bytes(os.urandom(4), "little")
