@@ -697,6 +697,15 @@ mode_install() {
   (cd "$work" && timeout 60 bash -euo pipefail compile.sh) >"$work/out.txt" ||
     fail "the README's compile-and-run commands failed"
   check_worker "$work/out.txt"
+
+  # The README's short example builds with its pkg-config command against
+  # the installed tree (readme_c_api runs it).
+  block ack.c
+  block build-ack.sh
+  (cd "$work" && bash -euo pipefail build-ack.sh) ||
+    fail "the README's build command for ack.c failed"
+  [ -x "$work/ack" ] || fail "build-ack.sh made no ./ack"
+  echo "ok: ack.c builds against the installed library"
 }
 
 case $mode in
