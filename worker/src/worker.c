@@ -343,7 +343,7 @@ static loop_state maybe_sweep(wk *w, loop *l)
  * so several processes on one queue share it instead of the first one
  * taking everything ready.
  */
-#define WK_HOLD_HORIZON_MS 100  /* work held ahead at the observed rate */
+#define WK_HOLD_HORIZON_MS 250  /* work held ahead at the observed rate */
 #define WK_RATE_WINDOW_MS 200   /* the rate is measured over this */
 #define WK_HOLD_MAX 2000        /* items held, at most */
 #define WK_CLAIM_ROUND_MAX 1000 /* items per claim statement, at most */
