@@ -45,7 +45,8 @@ typedef enum oq_err {
    * do: fix the configuration; the message says what */
   OQ_ERR_CONFIG,
   /* oq_strerror: "connection failed or lost"
-   * means: could not connect, or the connection was lost
+   * means: could not connect, or the connection was lost (or closed at the
+   *     deadline: no answer within `oq_db_opts.deadline_ms`)
    * do: `oq_db_reconnect` with backoff, then go on; an interrupted ack is
    *     reconciled by calling `oq_ack` again */
   OQ_ERR_CONN,
@@ -87,8 +88,10 @@ typedef enum oq_err {
    *     returns this only if the key kept changing hands: try again */
   OQ_ERR_CONFLICT,
   /* oq_strerror: "timed out"
-   * means: a statement or operation timed out (the connection's deadline, or
-   *     `oq_wait`'s timeout)
+   * means: the server cancelled a statement (statement_timeout, 57014) or a
+   *     lock wait (lock_timeout, 55P03), or `oq_wait`'s timeout passed. The
+   *     client-side deadline (`oq_db_opts.deadline_ms`) closes the connection
+   *     instead: `OQ_ERR_CONN`
    * do: retry with backoff; after `oq_wait`, the unsettled items are still
    *     pending */
   OQ_ERR_TIMEOUT,
