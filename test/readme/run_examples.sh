@@ -9,7 +9,8 @@
 #             the reason); every marked block extracts and its name is used
 #             once across all the files; README.md has at most 250
 #             lines; every relative link resolves (file and heading); the
-#             error-code table (docs/c-api.md) matches err.h and err.c
+#             error-code table (docs/c-api.md) matches err.h and err.c;
+#             every public function has a "Blocks:" line
 #   psql      the SQL examples through the README's psql command
 #   python    the psycopg 3 example (ONCEQ_TEST_PYTHON or /usr/bin/python3)
 #   node      the node-postgres example (npm ci into test/readme/node first)
@@ -406,6 +407,28 @@ PY
   grep -q "(default $max)" "${docs[@]}" ||
     fail "no documentation file states the default max_attempts ($max)"
   echo "ok: default max_attempts is $max everywhere"
+
+  # 5. Every function a public header declares says how long it may block:
+  #    a "Blocks:" line in the comment right above it (or above the run of
+  #    declarations it heads), or in one that covers the functions "below"
+  #    (the terms are defined in onceq.h; docs/c-api.md explains them).
+  local unblocked
+  unblocked=$(awk '
+    FNR == 1 { covered = 0; all = 0 }
+    /^[ \t]*\/\*/ { incomment = 1; cur = 0 }
+    incomment && /Blocks:/ { cur = 1; if ($0 ~ /below/) all = 1 }
+    incomment && /\*\// { incomment = 0; covered = cur; next }
+    incomment { next }
+    /^[ \t]*$/ { covered = 0; next }
+    /^(OQ_MUST_CHECK )?[a-z_].*[ *]oq_[a-z0-9_]+\(/ && !/^typedef/ {
+      if (!covered && !all) {
+        name = $0; sub(/\(.*/, "", name); sub(/.*[ *]/, "", name)
+        printf "%s:%d: %s has no Blocks: line\n", FILENAME, FNR, name
+      }
+    }
+  ' "$root"/lib/include/onceq/*.h)
+  [ -z "$unblocked" ] || fail "undocumented blocking: ${unblocked//$root\//}"
+  echo "ok: every public function documents its blocking"
 }
 
 mode_psql() {

@@ -17,9 +17,10 @@ extern "C" {
 #endif
 
 /* The newest schema version this library knows.
- * Blocks: never (like oq_migrate_name). */
+ * Blocks: never. */
 int oq_migrate_latest(void);
-/* Name of migration v ("init", ...) or NULL when out of range. */
+/* Name of migration v ("init", ...) or NULL when out of range.
+ * Blocks: never. */
 const char *oq_migrate_name(int version);
 
 /* Sets *applied to the newest applied version (0: schema absent).

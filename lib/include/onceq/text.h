@@ -31,7 +31,7 @@ extern "C" {
  * sequence becomes '?'; a character that would not fit whole is dropped,
  * as is one cut at the end of src. dst may be src (cleaning in place).
  * Returns strlen(dst).
- * Blocks: never (nor do the other text functions).
+ * Blocks: never.
  */
 size_t oq_text_clean(char *dst, size_t cap, const char *src, size_t n);
 
@@ -40,6 +40,7 @@ size_t oq_text_clean(char *dst, size_t cap, const char *src, size_t n);
  * cap > 0) as escaped text: invalid UTF-8 becomes '?', control characters
  * become \n, \r, \t or \xHH, a backslash becomes \\; an escape or
  * character that would not fit whole is dropped. Returns strlen(dst).
+ * Blocks: never.
  */
 size_t oq_text_escape(char *dst, size_t cap, const char *src);
 
@@ -48,13 +49,15 @@ size_t oq_text_escape(char *dst, size_t cap, const char *src);
  * truncated to fit) with credentials masked: in "scheme://user:PW@host"
  * the PW becomes ***, and the value of every "password=" (any case; quoted
  * or not) becomes ***. Text without credentials is copied unchanged.
+ * Blocks: never.
  */
 void oq_text_mask_secrets(const char *in, char *out, size_t outlen);
 
 /* Overwrite in place, with '*' and keeping the length, every credential
  * oq_text_mask_secrets would mask: for a process's argv, so `ps` and
  * /proc/PID/cmdline do not show a --http or --notify-url password. Use a
- * copy made before for the real value. */
+ * copy made before for the real value.
+ * Blocks: never. */
 void oq_text_mask_secrets_in_place(char *s);
 
 #ifdef __cplusplus
