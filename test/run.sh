@@ -2,6 +2,8 @@
 # test/run.sh: the one command that builds onceq and runs its whole test suite.
 #
 #   ./test/run.sh [--quick] [--dsn CONNINFO] [--filter REGEX] [-h|--help]
+#   ./test/run.sh --one NAME [--isolation 'read committed'|serializable]
+#                 [--dsn CONNINFO]
 #
 # It works on a fresh Debian 12 clone as root (CI runs `bash .ci/run`, which
 # execs this script, with CI=true and no stdin), from any working directory:
@@ -54,6 +56,13 @@
 #   --filter REGEX    only tests whose name matches (ctest -R). With a
 #                     filter, a pass may match nothing; the run then only
 #                     needs one test in all.
+#   --one NAME        build build/default, start the throwaway server (or
+#                     use --dsn), run exactly the test NAME (an exact ctest
+#                     name, see `ctest --test-dir build/default -N`; an
+#                     unknown name is an error) with its output, and print
+#                     how to run it again. Exit: 0 passed, 1 failed, 2 no
+#                     such test, 77 skipped. docs/testing.md.
+#   --isolation ISO   with --one: "read committed" (default) or serializable.
 #   -h, --help        this text.
 #
 # What the tests get in their environment:
@@ -153,6 +162,8 @@ log() { printf '\n==> %s\n' "$*"; }
 QUICK=0
 EXTERNAL_DSN=""
 FILTER=""
+ONE=""
+ONE_ISOLATION=""
 while [ $# -gt 0 ]; do
   case "$1" in
   --quick) QUICK=1 ;;
@@ -169,6 +180,18 @@ while [ $# -gt 0 ]; do
     shift
     ;;
   --filter=*) FILTER=${1#--filter=} ;;
+  --one)
+    [ $# -ge 2 ] && [ -n "$2" ] || die "--one needs a test name"
+    ONE=$2
+    shift
+    ;;
+  --one=*) ONE=${1#--one=} ;;
+  --isolation)
+    [ $# -ge 2 ] || die "--isolation needs 'read committed' or serializable"
+    ONE_ISOLATION=$2
+    shift
+    ;;
+  --isolation=*) ONE_ISOLATION=${1#--isolation=} ;;
   -h | --help)
     usage
     exit 0
@@ -177,6 +200,18 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+
+if [ -n "$ONE" ]; then
+  [ $QUICK -eq 0 ] && [ -z "$FILTER" ] ||
+    die "--one runs one test: not with --quick or --filter"
+  [ -n "$ONE_ISOLATION" ] || ONE_ISOLATION="read committed"
+  case "$ONE_ISOLATION" in
+  "read committed" | serializable) ;;
+  *) die "--isolation must be 'read committed' or serializable, not '$ONE_ISOLATION'" ;;
+  esac
+elif [ -n "$ONE_ISOLATION" ]; then
+  die "--isolation goes with --one (the full run has a pass for each)"
+fi
 
 IS_ROOT=0
 [ "$(id -u)" -eq 0 ] && IS_ROOT=1
@@ -678,6 +713,59 @@ print_summary() {
   echo "$TOTAL_PASSED passed, $TOTAL_FAILED failed"
 }
 
+# run_one: --one NAME: the default build, then exactly that test with its
+# output, then how to run it again. Returns the exit status of --one.
+run_one() {
+  local dir="$ROOT/build/default" names re rc=0 plog="$LOG_DIR/one.log"
+  if ! do_build default; then
+    echo "test/run.sh: --one: ${BUILD_WHY[default]:-the default build failed}" >&2
+    return 1
+  fi
+  names=$(ctest --test-dir "$dir" -N | sed -n 's/^ *Test *#[0-9]*: //p')
+  if ! grep -qxF -- "$ONE" <<<"$names"; then
+    {
+      echo "test/run.sh: --one: there is no test named '$ONE'."
+      echo "Test names are <kind>_<area>_<what> (docs/testing.md, \"Naming\")."
+      local like
+      # the same last word, else the same <kind>_<area>_
+      like=$(grep -F -- "${ONE##*_}" <<<"$names" | head -n 8 || true)
+      [ -n "$like" ] || [[ "$ONE" != *_*_* ]] ||
+        like=$(grep -F -- "$(cut -d_ -f1-2 <<<"$ONE")_" <<<"$names" | head -n 20 || true)
+      [ -z "$like" ] || printf 'Names that look alike:\n%s\n' "$(sed 's/^/  /' <<<"$like")"
+      echo "All of them: ctest --test-dir build/default -N"
+    } >&2
+    return 2
+  fi
+  ensure_server || return 1
+  re="^$(sed 's/[][\.*^$+?(){}|]/\\&/g' <<<"$ONE")\$"
+  log "$ONE [build/default, $ONE_ISOLATION]"
+  env ONCEQ_TEST_ISOLATION="$ONE_ISOLATION" ONCEQ_TEST_BUILD="$dir" \
+    ctest --test-dir "$dir" -R "$re" --timeout "$CTEST_TIMEOUT_S" -V \
+    </dev/null 9>&- 2>&1 | tee "$plog" || rc=$?
+  local verdict
+  if grep -qE '^[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Skipped' "$plog"; then
+    verdict="SKIPPED (the reason is in its output above)"
+    rc=77
+  elif [ $rc -eq 0 ] && grep -q '^100% tests passed, 0 tests failed out of 1$' "$plog"; then
+    verdict=passed
+  else
+    verdict=FAILED
+    rc=1
+  fi
+  local iso_opt=""
+  [ "$ONE_ISOLATION" = "read committed" ] || iso_opt=" --isolation $ONE_ISOLATION"
+  echo
+  echo "==> $ONE: $verdict (log: build/test-logs/one.log)"
+  echo "Run it again:"
+  echo "  ./test/run.sh --one $ONE$iso_opt${EXTERNAL_DSN:+ --dsn '$EXTERNAL_DSN'}"
+  echo "or with ctest against a server of your own (this one is removed on exit;"
+  echo "the pg_ctl and password tests also read ONCEQ_TEST_PG*, ONCEQ_TEST_PW_*: see --help):"
+  echo "  ONCEQ_TEST_DSN='$ONCEQ_TEST_DSN' \\"
+  echo "  ONCEQ_TEST_ISOLATION='$ONE_ISOLATION' ONCEQ_TEST_BUILD=\"\$PWD/build/default\" \\"
+  echo "  ctest --test-dir build/default -R '$re' --output-on-failure"
+  return $rc
+}
+
 # ---------------------------------------------------------------- main
 install_missing_packages
 mkdir -p "$LOG_DIR"
@@ -710,6 +798,12 @@ else
   export ONCEQ_TEST_PGPORT="$PG_PORT"
   export ONCEQ_TEST_PGLOG="$PG_LOG"
   export ONCEQ_TEST_PGOSUSER="$PG_OSUSER"
+fi
+
+if [ -n "$ONE" ]; then
+  one_rc=0
+  run_one || one_rc=$?
+  exit "$one_rc"
 fi
 
 builds=(default)
