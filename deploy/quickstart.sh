@@ -392,7 +392,7 @@ build() {
       --target onceq onceq-worker >>"$log" 2>&1 ||
       { tail -n 30 "$log" >&2; die "the build failed (log: $log)"; }
   fi
-  ONCEQ=$dir/coordinator/onceq
+  ONCEQ=$dir/cli/onceq
   WORKER=$dir/worker/onceq-worker
   [ -x "$ONCEQ" ] || die "no $ONCEQ"
   [ -x "$WORKER" ] || die "no $WORKER"

@@ -15,7 +15,5 @@
 
 /* Install the sink (before any thread starts). */
 void cm_logsink_install(oq_log_level level, bool json);
-/* The old name, until coordinator/src/cmd_coordinator.c moves (issue 12). */
-#define wk_logsink_install cm_logsink_install
 
 #endif

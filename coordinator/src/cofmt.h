@@ -16,11 +16,6 @@
 /* Counts stop here: count(*) FROM (SELECT 1 ... LIMIT CO_COUNT_CAP + 1). */
 #define CO_COUNT_CAP 100000L
 
-/* JSON strings are common/'s (jsonout.h); this name stays until the
- * commands move to cli/ (issue 12). */
-#include "jsonout.h"
-#define co_json_str cm_json_quote
-
 /* "850ms", "3.2s", "12m5s", "3h4m", "2d3h"; "-" when seconds < 0. */
 void co_fmt_age(char *buf, size_t len, double seconds);
 

@@ -178,7 +178,7 @@ fi
 cmake --build "$BUILD" -j2 --target onceq-worker onceq >"$LOG_DIR/build.log" 2>&1 ||
   { tail -n 30 "$LOG_DIR/build.log" >&2; die "build failed"; }
 WORKER="$BUILD/worker/onceq-worker"
-CLI="$BUILD/coordinator/onceq"
+CLI="$BUILD/cli/onceq"
 
 log "server"
 WORK=$(mktemp -d /tmp/onceq-parts-bench.XXXXXX)

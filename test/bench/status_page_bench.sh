@@ -12,7 +12,7 @@
 #   status page: 50 queues, 500 sessions, 1000 dead: median 61 ms ...
 set -euo pipefail
 build=${1:-$(cd "$(dirname "$0")/../.." && pwd)/build/default}
-onceq=$build/coordinator/onceq
+onceq=$build/cli/onceq
 [ -x "$onceq" ] || { echo "no $onceq; build first" >&2; exit 2; }
 admin=${ONCEQ_TEST_DSN:?set ONCEQ_TEST_DSN to an admin conninfo}
 db=status_bench_$$

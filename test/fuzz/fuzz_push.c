@@ -1,13 +1,14 @@
 /*
- * fuzz_push.c: `onceq push`'s reading of stdin (coordinator/src/cmd_push.c):
- * the strict JSON validator json_check that every line goes through, with
- * and without --unique-key-field, and the line reader reader_line over the
- * input as a stream. cmd_push.c keeps them static, so this file includes it.
+ * fuzz_push.c: `onceq push`'s reading of stdin (cli/src/cmd_push.c): the
+ * JSON check json_check (cli/src/jsonline.h, on jansson) that every line
+ * goes through, with and without --unique-key-field, and the line reader
+ * reader_line over the input as a stream. cmd_push.c keeps the reader
+ * static, so this file includes it.
  */
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "../../coordinator/src/cmd_push.c"
+#include "../../cli/src/cmd_push.c"
 #include "fuzz.h"
 
 /* Feed the input through a pipe (an at most 64 KiB slice: one write) and
@@ -33,9 +34,9 @@ static void read_lines(const uint8_t *data, size_t size)
     total += len + 1;
     FZ_CHECK(total <= size + 1, "lines stay within the input");
     char err[200];
-    field_state fs;
+    field_info fi;
     bool obj;
-    (void)json_check(line, len, "id", &fs, &obj, err, sizeof err);
+    (void)json_check(line, len, "id", &fi, &obj, err, sizeof err);
   }
   FZ_CHECK(rc == 0, "a pipe read to its end ends with 0");
   free(r.buf);
@@ -50,16 +51,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     abort();
   memcpy(s, data, size);
   char err[200];
-  field_state fs;
+  field_info fi;
   bool obj;
   err[0] = '\0';
-  bool ok = json_check(s, size, NULL, &fs, &obj, err, sizeof err);
+  bool ok = json_check(s, size, NULL, &fi, &obj, err, sizeof err);
   if (!ok)
     FZ_CHECK(err[0] != '\0', "invalid JSON says why");
-  FZ_CHECK(fs == FIELD_NONE, "no field asked, none found");
-  bool ok2 = json_check(s, size, "id", &fs, &obj, err, sizeof err);
+  FZ_CHECK(fi.state == FIELD_NONE, "no field asked, none found");
+  bool ok2 = json_check(s, size, "id", &fi, &obj, err, sizeof err);
   FZ_CHECK(ok == ok2, "a key field does not change validity");
-  if (ok2 && fs == FIELD_OK)
+  if (ok2 && fi.state == FIELD_OK)
     FZ_CHECK(obj, "a usable key field means an object");
   free(s);
   read_lines(data, size);

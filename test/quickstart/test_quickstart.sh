@@ -34,7 +34,7 @@ note() { echo "--- $*"; }
 [ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/psql" ] && [ -x "$PGBIN/pg_ctl" ] ||
   skip "PostgreSQL 15 is not installed ($PGBIN); ./test/run.sh installs it"
 if [ -n "${ONCEQ_QUICKSTART_BUILD:-}" ]; then
-  for b in coordinator/onceq worker/onceq-worker; do
+  for b in cli/onceq worker/onceq-worker; do
     [ -x "$ONCEQ_QUICKSTART_BUILD/$b" ] ||
       fail "ONCEQ_QUICKSTART_BUILD=$ONCEQ_QUICKSTART_BUILD has no $b"
   done

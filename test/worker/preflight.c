@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "curlpost.h"
 #include "preflight.h"
 
 static char err[512];

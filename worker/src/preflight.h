@@ -33,9 +33,4 @@ int wk_preflight_sql_text(const char *sql, char *err, size_t errlen);
 int wk_preflight_exec(const char *cmd, const char *path, char *err,
                       size_t errlen);
 
-/* The URL check of --http is cm_curl_check_url (common/src/curlpost.h),
- * shared with the coordinator's --notify-url. */
-#include "curlpost.h"
-#define wk_preflight_http cm_curl_check_url
-
 #endif

@@ -248,16 +248,16 @@ int cmd_retry(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (g->json) {
-    cli_json j;
-    cli_json_init(&j, stdout);
-    cli_json_obj(&j, NULL);
-    cli_json_int(&j, "retried", (long long)c.nmoved);
-    cli_json_arr(&j, "ids");
+    cm_json j;
+    cm_json_init(&j, stdout);
+    cm_json_obj(&j, NULL);
+    cm_json_int(&j, "retried", (long long)c.nmoved);
+    cm_json_arr(&j, "ids");
     for (size_t k = 0; k < c.nmoved; k++)
-      cli_json_str(&j, NULL, c.moved[k]);
-    cli_json_end(&j);
-    cli_json_int(&j, "kept_dead", c.kept);
-    cli_json_end(&j);
+      cm_json_str(&j, NULL, c.moved[k]);
+    cm_json_end(&j);
+    cm_json_int(&j, "kept_dead", c.kept);
+    cm_json_end(&j);
   } else {
     if (!all)
       for (size_t k = 0; k < c.nmoved; k++)

@@ -105,7 +105,7 @@ int cmd_cancel(const cli_globals *g, int argc, char **argv)
   int rc = CLI_EXIT_OK;
   cli_ids ids;
   cancel_ctx c = {0};
-  cli_json j;
+  cm_json j;
   if (!cli_ids_init(&ids, (size_t)argc)) {
     cli_ids_free(&ids);
     return cli_fail(CLI_EXIT_RUNTIME, "cancel", "out of memory");
@@ -157,10 +157,10 @@ int cmd_cancel(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (g->json) {
-    cli_json_init(&j, stdout);
-    cli_json_obj(&j, NULL);
-    cli_json_int(&j, "cancelled", c.deleted);
-    cli_json_arr(&j, "items");
+    cm_json_init(&j, stdout);
+    cm_json_obj(&j, NULL);
+    cm_json_int(&j, "cancelled", c.deleted);
+    cm_json_arr(&j, "items");
   }
   long running = 0;
   for (size_t k = 0; k < n; k++) {
@@ -168,19 +168,19 @@ int cmd_cancel(const cli_globals *g, int argc, char **argv)
     const char *claim = f && f->related[0] ? f->related : NULL;
     running += claim != NULL;
     if (g->json) {
-      cli_json_obj(&j, NULL);
-      cli_json_str(&j, "id", f ? f->id : ids.v[k]);
-      cli_json_bool(&j, "was_running", claim != NULL);
-      cli_json_str(&j, "session", claim);
-      cli_json_end(&j);
+      cm_json_obj(&j, NULL);
+      cm_json_str(&j, "id", f ? f->id : ids.v[k]);
+      cm_json_bool(&j, "was_running", claim != NULL);
+      cm_json_str(&j, "session", claim);
+      cm_json_end(&j);
     } else {
       printf("cancelled %s%s\n", f ? f->id : ids.v[k],
              claim ? " (was running)" : "");
     }
   }
   if (g->json) {
-    cli_json_end(&j);
-    cli_json_end(&j);
+    cm_json_end(&j);
+    cm_json_end(&j);
   } else if (running > 0) {
     printf("%ld item%s cancelled; %ld %s running: %s ack will be "
            "rejected\n",

@@ -17,10 +17,11 @@
 #include <stdio.h>
 
 #include "onceq/onceq.h"
+#include "say.h"
 
-#define CLI_EXIT_OK 0
-#define CLI_EXIT_RUNTIME 1
-#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_OK CM_EXIT_OK
+#define CLI_EXIT_RUNTIME CM_EXIT_RUNTIME
+#define CLI_EXIT_USAGE CM_EXIT_USAGE
 /* `onceq wait` and `onceq push --wait` (cmd_wait.c) */
 #define CLI_EXIT_DEAD 3      /* an item was dead-lettered */
 #define CLI_EXIT_CANCELLED 4 /* an item was cancelled */

@@ -201,29 +201,29 @@ static void print_human(char **v)
 
 static void print_json(char **v)
 {
-  cli_json j;
-  cli_json_init(&j, stdout);
-  cli_json_obj(&j, NULL);
-  cli_json_str(&j, "id", v[C_ID]);
-  cli_json_str(&j, "where", v[C_KIND]);
-  cli_json_str(&j, "state", v[C_STATE]);
-  cli_json_str(&j, "queue", v[C_QUEUE]);
-  cli_json_raw(&j, "priority", v[C_PRIO]);
-  cli_json_raw(&j, "attempts", v[C_ATT]);
-  cli_json_raw(&j, "max_attempts", v[C_MAXATT]);
+  cm_json j;
+  cm_json_init(&j, stdout);
+  cm_json_obj(&j, NULL);
+  cm_json_str(&j, "id", v[C_ID]);
+  cm_json_str(&j, "where", v[C_KIND]);
+  cm_json_str(&j, "state", v[C_STATE]);
+  cm_json_str(&j, "queue", v[C_QUEUE]);
+  cm_json_raw(&j, "priority", v[C_PRIO]);
+  cm_json_raw(&j, "attempts", v[C_ATT]);
+  cm_json_raw(&j, "max_attempts", v[C_MAXATT]);
   cli_json_time(&j, "created_at", cli_num(v[C_CREATED_AT]));
   cli_json_time(&j, "run_at", cli_num(v[C_RUN_AT]));
   cli_json_time(&j, "claimed_at", cli_num(v[C_CLAIMED_AT]));
   cli_json_time(&j, "died_at", cli_num(v[C_DIED_AT]));
   cli_json_time(&j, "done_at", cli_num(v[C_DONE_AT]));
-  cli_json_str(&j, "session", v[C_SESSION]);
-  cli_json_str(&j, "session_host", v[C_HOST]);
-  cli_json_raw(&j, "session_pid", v[C_PID]);
-  cli_json_str(&j, "unique_key", v[C_UKEY]);
-  cli_json_str(&j, "last_error", v[C_ERR]);
-  cli_json_str(&j, "result", v[C_RESULT]);
-  cli_json_raw(&j, "payload", v[C_PAYLOAD]);
-  cli_json_end(&j);
+  cm_json_str(&j, "session", v[C_SESSION]);
+  cm_json_str(&j, "session_host", v[C_HOST]);
+  cm_json_raw(&j, "session_pid", v[C_PID]);
+  cm_json_str(&j, "unique_key", v[C_UKEY]);
+  cm_json_str(&j, "last_error", v[C_ERR]);
+  cm_json_str(&j, "result", v[C_RESULT]);
+  cm_json_raw(&j, "payload", v[C_PAYLOAD]);
+  cm_json_end(&j);
 }
 
 int cmd_show(const cli_globals *g, int argc, char **argv)

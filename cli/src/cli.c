@@ -4,20 +4,17 @@
 #include <string.h>
 
 #include "cli.h"
+#include "say.h"
 #include "table.h"
 
-/* The one way a command's error line leaves: formatted, credentials
- * masked (a mistyped flag may carry a database URL), one line. */
+/* The one way a command's error line leaves: cm_vsay (common/src/say.h),
+ * credentials masked, one line. */
 static void put_line(const char *cmd, const char *suffix, const char *fmt,
                      va_list ap) __attribute__((format(printf, 3, 0)));
 static void put_line(const char *cmd, const char *suffix, const char *fmt,
                      va_list ap)
 {
-  char raw[2048], masked[2048];
-  vsnprintf(raw, sizeof raw, fmt, ap);
-  oq_text_mask_secrets(raw, masked, sizeof masked);
-  fprintf(stderr, "onceq: %s%s%s%s\n", cmd ? cmd : "", cmd ? ": " : "", masked,
-          suffix ? suffix : "");
+  cm_vsay("onceq", cmd, suffix, fmt, ap);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -62,17 +59,10 @@ int cli_no_repeats(const char *cmd, int argc, char **argv,
   return CLI_EXIT_OK;
 }
 
-/* The exit-code rule of every binary (docs/cli.md "Exit codes"): 2 when
- * what the user gave is wrong and running again cannot help (flags,
- * conninfo syntax, a role or database that does not exist, the schema
- * missing or newer, bad data); 1 when the environment failed and a later
- * run may succeed (server unreachable, password refused, lost connection,
- * timeouts, interrupted). */
+/* The exit-code rule of every binary is cm_exit_for (common/src/say.h). */
 int cli_exit_for(oq_err e)
 {
-  return (e == OQ_ERR_CONFIG || e == OQ_ERR_SCHEMA || e == OQ_ERR_INVALID)
-             ? CLI_EXIT_USAGE
-             : CLI_EXIT_RUNTIME;
+  return cm_exit_for(e);
 }
 
 oq_db *cli_connect(const cli_globals *g, const char *cmd, int *rc)

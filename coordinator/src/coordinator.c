@@ -1,6 +1,7 @@
 /*
- * cmd_coordinator.c: `onceq coordinator`, the janitor daemon. Several may
- * run; the one whose session holds the lease row (lease.h) leads and, every
+ * coordinator.c: the coordinator daemon (coordinator.h), which
+ * `onceq coordinator` runs (cli/src/cmd_coordinator.c). Several may run; the
+ * one whose session holds the lease row (lease.h) leads and, every
  * --interval: reaps expired sessions, enforces retention (janitor.h), sends
  * dead-job webhooks (notify.h), fires due schedules (schedule.h) and
  * refreshes the per-queue Prometheus gauges (coord_metrics.h). The others
@@ -15,8 +16,7 @@
  * SIGTERM/SIGINT: stop, delete our session (which gives up the lease at
  * once), exit 0. A second signal skips the goodbye.
  */
-#include <curl/curl.h>
-#include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,15 +24,18 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
-#include "preflight.h"
 #include "coord_metrics.h"
+#include "coordinator.h"
+#include "curlpost.h"
+#include "flags.h"
 #include "janitor.h"
 #include "lease.h"
 #include "logsink.h"
 #include "notify.h"
 #include "qstats.h"
+#include "say.h"
 #include "schedule.h"
+#include "signals.h"
 #include "status_page.h"
 
 /* Where the daemon is; stepped once per loop turn. */
@@ -60,7 +63,6 @@ typedef struct co_opts {
 } co_opts;
 
 typedef struct coord {
-  const cli_globals *g;
   co_opts o;
   oq_db_opts dbo;
   oq_db *db;             /* the loop's connection */
@@ -79,27 +81,28 @@ typedef struct coord {
 
 static volatile sig_atomic_t signals_seen;
 
-static void on_signal(int sig)
+/* One line on stderr, "onceq: coordinator: ...", and the exit code. */
+static int co_fail(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int co_fail(int code, const char *fmt, ...)
 {
-  (void)sig;
-  if (signals_seen < 100)
-    signals_seen++;
+  va_list ap;
+  va_start(ap, fmt);
+  cm_vsay("onceq", "coordinator", NULL, fmt, ap);
+  va_end(ap);
+  return code;
 }
 
-/* Sleep until the monotonic deadline in slices of at most 100 ms; false
- * once a signal arrived. */
-static bool nap_until(uint64_t deadline_ms)
+/* A usage error: the line ends with where to read more; exit code 2. */
+static int co_usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static int co_usage_error(const char *fmt, ...)
 {
-  while (!signals_seen) {
-    uint64_t now = oq_monotonic_ms();
-    if (now >= deadline_ms)
-      return true;
-    uint64_t left = deadline_ms - now;
-    long slice = left < 100 ? (long)left : 100;
-    struct timespec ts = {0, slice * 1000000L};
-    nanosleep(&ts, NULL);
-  }
-  return false;
+  va_list ap;
+  va_start(ap, fmt);
+  cm_vsay("onceq", "coordinator", "; see `onceq coordinator --help`", fmt, ap);
+  va_end(ap);
+  return CM_EXIT_USAGE;
 }
 
 static const char *sid(const coord *c)
@@ -184,6 +187,7 @@ static int parse(int argc, char **argv, co_opts *o)
   o->heartbeat_interval_ms = 1000;
   o->session_expiry_ms = 5000;
   o->log_level = OQ_LOG_INFO;
+  char err[OQ_ERRBUF_SIZE];
   uint64_t seen = 0; /* bit k: opts[k] was given */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -201,68 +205,45 @@ static int parse(int argc, char **argv, co_opts *o)
       }
     }
     if (!op)
-      return cli_usage_error("coordinator", "unknown option %s", a);
+      return co_usage_error("unknown option %s", a);
     /* every option here takes one value: a second one would silently win */
     uint64_t bit = UINT64_C(1) << (op - opts);
     if (seen & bit)
-      return cli_usage_error("coordinator",
-                             "%s is given twice; give it once (a second "
-                             "one would silently win)",
-                             op->name);
+      return co_usage_error("%s is given twice; give it once (a second "
+                            "one would silently win)",
+                            op->name);
     seen |= bit;
     if (!val) {
       if (i + 1 >= argc)
-        return cli_usage_error("coordinator", "%s needs a value", op->name);
+        return co_usage_error("%s needs a value", op->name);
       val = argv[++i];
     }
     char *field = (char *)o + op->offset;
     switch (op->kind) {
     case OPT_DURATION_OFF:
-      if (strcmp(val, "off") == 0) {
-        *(int64_t *)(void *)field = -1;
-        break;
-      }
-      /* fall through */
-    case OPT_DURATION: {
-      int64_t ms;
-      if (oq_duration_parse(val, &ms) != OQ_OK || ms <= 0)
-        return cli_usage_error("coordinator",
-                               "%s %s: expected a duration like 500ms, 2s, "
-                               "5m or 24h%s",
-                               op->name, val,
-                               op->kind == OPT_DURATION_OFF ? ", or off" : "");
-      *(int64_t *)(void *)field = ms;
+    case OPT_DURATION:
+      if (cm_flag_duration(op->name, val, op->kind == OPT_DURATION_OFF,
+                           (int64_t *)(void *)field, err, sizeof err) != 0)
+        return co_usage_error("%s", err);
       break;
-    }
     case OPT_STRING:
       *(const char **)(void *)field = val;
       break;
-    case OPT_LEVEL: {
-      int lv = oq_log_level_parse(val);
-      if (lv < 0)
-        return cli_usage_error("coordinator",
-                               "--log-level %s is unknown; use debug, info, "
-                               "warn or error",
-                               val);
-      o->log_level = lv;
+    case OPT_LEVEL:
+      if (cm_flag_log_level(val, &o->log_level, err, sizeof err) != 0)
+        return co_usage_error("%s", err);
       break;
-    }
     case OPT_FORMAT:
-      if (strcmp(val, "json") == 0)
-        o->log_json = true;
-      else if (strcmp(val, "text") == 0)
-        o->log_json = false;
-      else
-        return cli_usage_error(
-            "coordinator", "--log-format %s is unknown; use text or json", val);
+      if (cm_flag_log_format(val, &o->log_json, err, sizeof err) != 0)
+        return co_usage_error("%s", err);
       break;
     }
   }
   if (o->interval_ms < 50)
-    return cli_usage_error("coordinator", "--interval must be at least 50ms");
+    return co_usage_error("--interval must be at least 50ms");
   if (o->heartbeat_interval_ms > 0x7fffffff ||
       o->session_expiry_ms > 0x7fffffff || o->notify_timeout_ms > 0x7fffffff)
-    return cli_usage_error("coordinator", "a duration is too long");
+    return co_usage_error("a duration is too long");
   return 0;
 }
 
@@ -343,9 +324,9 @@ static int do_register(coord *c)
   if (!c->db) {
     e = oq_db_open(&c->dbo, &c->db, err, sizeof err);
     /* waiting cannot fix a bad conninfo (2) nor a refused password (1,
-     * the exit-code rule in cli_exit_for) */
+     * the exit-code rule in cm_exit_for) */
     if (e == OQ_ERR_CONFIG || e == OQ_ERR_AUTH)
-      return cli_fail(cli_exit_for(e), "coordinator", "%s", err);
+      return co_fail(cm_exit_for(e), "%s", err);
     if (e != OQ_OK) {
       OQ_LOG(OQ_LOG_WARN, NULL, NULL, "cannot connect: %s; retrying", err);
       return -1;
@@ -358,7 +339,7 @@ static int do_register(coord *c)
   if (!c->schema_checked) {
     e = oq_migrate_check(c->db);
     if (e == OQ_ERR_SCHEMA)
-      return cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", oq_db_errmsg(c->db));
+      return co_fail(CM_EXIT_USAGE, "%s", oq_db_errmsg(c->db));
     if (e != OQ_OK) {
       OQ_LOG(OQ_LOG_WARN, NULL, NULL, "schema check failed: %s; retrying",
              oq_db_errmsg(c->db));
@@ -527,10 +508,10 @@ static int status_setup(coord *c, int argc, char **argv)
   }
   c->status = co_status_new(&c->dbo, token);
   if (!c->status)
-    return cli_fail(CLI_EXIT_RUNTIME, "coordinator", "out of memory");
+    return co_fail(CM_EXIT_RUNTIME, "out of memory");
   co_metrics_set_page(c->metrics, co_status_serve, c->status);
   c->status_open = !(token && *token);
-  return CLI_EXIT_OK;
+  return CM_EXIT_OK;
 }
 
 /* Once the address is known good (bound): warn when the page is open to
@@ -548,26 +529,25 @@ static void status_warn_if_open(const coord *c)
            a);
 }
 
-int cmd_coordinator(const cli_globals *g, int argc, char **argv)
+int co_coordinator_main(const char *db, int argc, char **argv)
 {
   coord c;
   char err[OQ_ERRBUF_SIZE];
-  int rc = CLI_EXIT_OK;
+  int rc = CM_EXIT_OK;
   char *notify_url = NULL; /* --notify-url's copy; argv is masked */
   memset(&c, 0, sizeof c);
-  c.g = g;
   int p = parse(argc, argv, &c.o);
   if (p == 1)
-    return CLI_EXIT_OK;
+    return CM_EXIT_OK;
   if (p != 0)
     return p;
   oq_session_opts so = {.heartbeat_interval_ms = (int)c.o.heartbeat_interval_ms,
                         .expiry_ms = (int)c.o.session_expiry_ms};
   if (oq_session_validate(&so, err, sizeof err) != OQ_OK)
-    return cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+    return co_fail(CM_EXIT_USAGE, "%s", err);
   snprintf(c.version, sizeof c.version, "%s%s", CO_COORDINATOR_VERSION_PREFIX,
            oq_version());
-  c.dbo.conninfo = g->db;
+  c.dbo.conninfo = db;
   c.dbo.application_name = "onceq-coordinator";
   /* no statement outlives the fence (README "Session lifecycle"): a
    * leader whose heartbeat is stuck on a dead network fences by its clock
@@ -575,21 +555,14 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
   c.dbo.deadline_ms = (int)(c.o.session_expiry_ms - OQ_FENCE_MARGIN_MS);
   if (c.dbo.deadline_ms < 2000)
     c.dbo.deadline_ms = 2000;
-  wk_logsink_install((oq_log_level)c.o.log_level, c.o.log_json);
+  cm_logsink_install((oq_log_level)c.o.log_level, c.o.log_json);
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-    return cli_fail(CLI_EXIT_RUNTIME, "coordinator",
-                    "libcurl failed to initialise");
+  cm_signals_install(&signals_seen);
+  if (cm_curl_global_init(err, sizeof err) != 0)
+    return co_fail(CM_EXIT_RUNTIME, "%s", err);
   c.metrics = co_metrics_new();
   if (!c.metrics) {
-    rc = cli_fail(CLI_EXIT_RUNTIME, "coordinator", "out of memory");
+    rc = co_fail(CM_EXIT_RUNTIME, "out of memory");
     goto out;
   }
   if (c.o.notify_url) {
@@ -597,32 +570,32 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
      * the option points into argv, which is ours to write */
     notify_url = strdup(c.o.notify_url);
     if (!notify_url) {
-      rc = cli_fail(CLI_EXIT_RUNTIME, "coordinator", "out of memory");
+      rc = co_fail(CM_EXIT_RUNTIME, "out of memory");
       goto out;
     }
     oq_text_mask_secrets_in_place((char *)c.o.notify_url);
     c.o.notify_url = notify_url;
     /* the worker's --http check: an unusable URL stops us now, not one
      * failing webhook per interval */
-    if (wk_preflight_http("--notify-url", c.o.notify_url, err, sizeof err)) {
-      rc = cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+    if (cm_curl_check_url("--notify-url", c.o.notify_url, err, sizeof err)) {
+      rc = co_fail(CM_EXIT_USAGE, "%s", err);
       goto out;
     }
     c.notifier = co_notifier_new(c.o.notify_url, (int)c.o.notify_timeout_ms,
                                  err, sizeof err);
     if (!c.notifier) {
-      rc = cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+      rc = co_fail(CM_EXIT_USAGE, "%s", err);
       goto out;
     }
   }
   if (c.o.metrics_addr) {
     int port = 0;
     rc = status_setup(&c, argc, argv);
-    if (rc != CLI_EXIT_OK)
+    if (rc != CM_EXIT_OK)
       goto out;
     if (co_metrics_serve(c.metrics, c.o.metrics_addr, &port, err, sizeof err) !=
         0) {
-      rc = cli_fail(CLI_EXIT_USAGE, "coordinator", "%s", err);
+      rc = co_fail(CM_EXIT_USAGE, "%s", err);
       goto out;
     }
     OQ_LOG(OQ_LOG_INFO, NULL, NULL, "metrics on %s (port %d)", c.o.metrics_addr,
@@ -647,13 +620,13 @@ int cmd_coordinator(const cli_globals *g, int argc, char **argv)
       if (r < 0) {
         int wait = 1000 << (c.register_failures < 4 ? c.register_failures : 4);
         c.register_failures++;
-        nap_until(start + (uint64_t)wait);
+        cm_nap_until(start + (uint64_t)wait, &signals_seen);
         continue;
       }
       c.register_failures = 0;
     }
     pass(&c);
-    nap_until(start + (uint64_t)c.o.interval_ms);
+    cm_nap_until(start + (uint64_t)c.o.interval_ms, &signals_seen);
   }
   if (signals_seen)
     OQ_LOG(OQ_LOG_INFO, sid(&c), NULL, "signal received: stopping");
@@ -666,6 +639,6 @@ out:
   co_metrics_free(c.metrics); /* stops the server before the page goes */
   co_status_free(c.status);
   oq_db_close(c.db);
-  curl_global_cleanup();
+  cm_curl_global_cleanup();
   return rc;
 }

@@ -24,14 +24,14 @@
  *   rc = cli_table_print(t, stdout, 0);   // 0: cli_out_width(stdout)
  *   cli_table_free(t);
  *
- *   cli_json j;
- *   cli_json_init(&j, stdout);
- *   cli_json_obj(&j, NULL);
- *   cli_json_str(&j, "id", id);
- *   cli_json_raw(&j, "payload", payload_json_text);
- *   cli_json_end(&j);                     // closes the object, prints '\n'
+ *   cm_json j;
+ *   cm_json_init(&j, stdout);
+ *   cm_json_obj(&j, NULL);
+ *   cm_json_str(&j, "id", id);
+ *   cm_json_raw(&j, "payload", payload_json_text);
+ *   cm_json_end(&j);                     // closes the object, prints '\n'
  *
- * Thread safety: a cli_table / cli_json is used by one thread.
+ * Thread safety: a cli_table / cm_json is used by one thread.
  */
 #ifndef ONCEQ_CLI_TABLE_H
 #define ONCEQ_CLI_TABLE_H
@@ -112,21 +112,8 @@ int cli_fail_db(oq_db *db, oq_err e, const char *cmd, const char *suffix);
 
 /* ------------------------------------------------------------- JSON */
 
-/* The JSON writer is common/'s (jsonout.h); these names stay until the
- * commands move to cli/ (issue 12). */
-typedef cm_json cli_json;
-#define cli_json_init cm_json_init
-#define cli_json_obj cm_json_obj
-#define cli_json_arr cm_json_arr
-#define cli_json_end cm_json_end
-#define cli_json_str cm_json_str
-#define cli_json_raw cm_json_raw
-#define cli_json_int cm_json_int
-#define cli_json_num cm_json_num
-#define cli_json_bool cm_json_bool
-#define cli_json_quote cm_json_quote
 /* A timestamp (epoch seconds) as an ISO-8601 UTC string with
  * milliseconds ("2024-05-01T09:30:00.123Z"); NAN: null. */
-void cli_json_time(cli_json *j, const char *key, double epoch_s);
+void cli_json_time(cm_json *j, const char *key, double epoch_s);
 
 #endif

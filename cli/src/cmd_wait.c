@@ -48,19 +48,19 @@ static void print_escaped(FILE *f, const char *s)
   free(buf);
 }
 
-static void print_json(cli_json *j, const oq_wait_result *r)
+static void print_json(cm_json *j, const oq_wait_result *r)
 {
-  cli_json_obj(j, NULL);
-  cli_json_str(j, "id", r->id);
-  cli_json_str(j, "state", oq_wait_state_name(r->state));
-  cli_json_str(j, "result", r->result);
-  cli_json_bool(j, "truncated", r->truncated);
-  cli_json_str(j, "error", r->error);
+  cm_json_obj(j, NULL);
+  cm_json_str(j, "id", r->id);
+  cm_json_str(j, "state", oq_wait_state_name(r->state));
+  cm_json_str(j, "result", r->result);
+  cm_json_bool(j, "truncated", r->truncated);
+  cm_json_str(j, "error", r->error);
   if (r->state == OQ_WAIT_DEAD)
-    cli_json_int(j, "attempts", r->attempts);
+    cm_json_int(j, "attempts", r->attempts);
   else
-    cli_json_raw(j, "attempts", NULL);
-  cli_json_end(j);
+    cm_json_raw(j, "attempts", NULL);
+  cm_json_end(j);
 }
 
 static void print_text(const char *cmd, const oq_wait_result *r, size_t n,
@@ -147,8 +147,8 @@ int cli_wait_ids(oq_db *db, const cli_globals *g, const char *cmd,
              : cli_fail_db(db, e, cmd, NULL);
     goto out;
   }
-  cli_json j;
-  cli_json_init(&j, stdout);
+  cm_json j;
+  cm_json_init(&j, stdout);
   bool pending = false, dead = false, cancelled = false, unknown = false;
   for (size_t i = 0; i < n; i++) {
     if (g->json)

@@ -70,21 +70,21 @@ static oq_err on_row(void *ud, int ncols, const char *const *v)
   c->claims += v[C_CLAIMS] ? strtol(v[C_CLAIMS], NULL, 10) : 0;
   bool expired = v[C_EXPIRED] && v[C_EXPIRED][0] == 't';
   if (c->out.json) {
-    cli_json *j = &c->out.j;
-    cli_json_obj(j, NULL);
-    cli_json_str(j, "id", v[C_ID]);
-    cli_json_str(j, "host", v[C_HOST]);
-    cli_json_raw(j, "pid", v[C_PID]);
+    cm_json *j = &c->out.j;
+    cm_json_obj(j, NULL);
+    cm_json_str(j, "id", v[C_ID]);
+    cm_json_str(j, "host", v[C_HOST]);
+    cm_json_raw(j, "pid", v[C_PID]);
     cli_json_time(j, "created_at", cli_num(v[C_CREATED]));
     cli_json_time(j, "heartbeated_at", cli_num(v[C_BEAT]));
-    cli_json_num(j, "age_s", cli_num(v[C_AGE]));
-    cli_json_num(j, "heartbeat_age_s", cli_num(v[C_BEAT_AGO]));
-    cli_json_num(j, "expiry_s", cli_num(v[C_EXPIRY]));
-    cli_json_bool(j, "expired", expired);
-    cli_json_raw(j, "claims", v[C_CLAIMS]);
-    cli_json_str(j, "queues", v[C_QUEUES]);
-    cli_json_str(j, "version", v[C_VERSION]);
-    cli_json_end(j);
+    cm_json_num(j, "age_s", cli_num(v[C_AGE]));
+    cm_json_num(j, "heartbeat_age_s", cli_num(v[C_BEAT_AGO]));
+    cm_json_num(j, "expiry_s", cli_num(v[C_EXPIRY]));
+    cm_json_bool(j, "expired", expired);
+    cm_json_raw(j, "claims", v[C_CLAIMS]);
+    cm_json_str(j, "queues", v[C_QUEUES]);
+    cm_json_str(j, "version", v[C_VERSION]);
+    cm_json_end(j);
     return OQ_OK;
   }
   char age[16], beat[24], exp[16], id8[9];

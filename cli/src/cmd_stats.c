@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsonout.h"
 #include "cli.h"
 #include "cofmt.h"
 #include "qstats.h"
@@ -302,7 +303,7 @@ static void json_num(FILE *f, double v)
 static void json_hint(FILE *f, const hint *h)
 {
   fputs("{\"queue\":", f);
-  co_json_str(f, h->queue);
+  cm_json_quote(f, h->queue);
   fputs(",\"arrivals_per_min\":", f);
   json_num(f, h->in);
   fputs(",\"completions_per_min\":", f);
@@ -315,7 +316,7 @@ static void json_hint(FILE *f, const hint *h)
   else
     fprintf(f, "%ld", h->needed);
   fputs(",\"reason\":", f);
-  co_json_str(f, h->text);
+  cm_json_quote(f, h->text);
   fputc('}', f);
 }
 
@@ -333,7 +334,7 @@ static void print_json(FILE *f, oq_db *db, const co_snapshot *s, const rates *r,
   for (int i = 0; i < s->nq; i++) {
     const co_qstat *q = &s->q[i];
     fprintf(f, "%s{\"queue\":", i ? "," : "");
-    co_json_str(f, q->queue);
+    cm_json_quote(f, q->queue);
     fputc(',', f);
     json_count(f, "ready", q->ready);
     fputc(',', f);
@@ -366,16 +367,16 @@ static void print_json(FILE *f, oq_db *db, const co_snapshot *s, const rates *r,
   for (int i = 0; i < s->ns; i++) {
     const co_sstat *x = &s->s[i];
     fprintf(f, "%s{\"id\":", i ? "," : "");
-    co_json_str(f, x->id);
+    cm_json_quote(f, x->id);
     fprintf(f, ",\"role\":\"%s\",\"hostname\":",
             x->leader        ? "leader"
             : x->coordinator ? "coordinator"
                              : "worker");
-    co_json_str(f, x->hostname);
+    cm_json_quote(f, x->hostname);
     fprintf(f, ",\"pid\":%ld,\"version\":", x->pid);
-    co_json_str(f, x->version);
+    cm_json_quote(f, x->version);
     fputs(",\"queues\":", f);
-    co_json_str(f, x->queues);
+    cm_json_quote(f, x->queues);
     fprintf(f,
             ",\"claims\":%ld,\"heartbeat_age_s\":%.3f,\"expiry_s\":%.3f,"
             "\"age_s\":%.3f}",

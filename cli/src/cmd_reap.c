@@ -120,25 +120,25 @@ int cmd_reap(const cli_globals *g, int argc, char **argv)
   for (size_t k = 0; k < c.n; k++)
     released += c.r[k].claims;
   if (g->json) {
-    cli_json j;
-    cli_json_init(&j, stdout);
-    cli_json_obj(&j, NULL);
-    cli_json_arr(&j, "sessions");
+    cm_json j;
+    cm_json_init(&j, stdout);
+    cm_json_obj(&j, NULL);
+    cm_json_arr(&j, "sessions");
     for (size_t k = 0; k < c.n; k++) {
-      cli_json_obj(&j, NULL);
-      cli_json_str(&j, "id", c.r[k].id);
-      cli_json_str(&j, "host", c.r[k].host);
-      cli_json_int(&j, "pid", c.r[k].pid);
-      cli_json_num(&j, "heartbeat_age_s", c.r[k].beat_ago_s);
-      cli_json_num(&j, "expiry_s", c.r[k].expiry_s);
-      cli_json_int(&j, "claims_released", c.r[k].claims);
-      cli_json_end(&j);
+      cm_json_obj(&j, NULL);
+      cm_json_str(&j, "id", c.r[k].id);
+      cm_json_str(&j, "host", c.r[k].host);
+      cm_json_int(&j, "pid", c.r[k].pid);
+      cm_json_num(&j, "heartbeat_age_s", c.r[k].beat_ago_s);
+      cm_json_num(&j, "expiry_s", c.r[k].expiry_s);
+      cm_json_int(&j, "claims_released", c.r[k].claims);
+      cm_json_end(&j);
     }
-    cli_json_end(&j);
-    cli_json_int(&j, "sessions_reaped", c.nreaped);
-    cli_json_int(&j, "items_released", released);
-    cli_json_int(&j, "items_dead", c.ndead);
-    cli_json_end(&j);
+    cm_json_end(&j);
+    cm_json_int(&j, "sessions_reaped", c.nreaped);
+    cm_json_int(&j, "items_released", released);
+    cm_json_int(&j, "items_dead", c.ndead);
+    cm_json_end(&j);
     goto out;
   }
   if (c.n > 0) {

@@ -19,16 +19,16 @@ int cli_listing_open(cli_listing *l, bool json, const char *key,
   l->jf = open_memstream(&l->jbuf, &l->jlen);
   if (!l->jf)
     return cli_fail(CLI_EXIT_RUNTIME, cmd, "out of memory");
-  cli_json_init(&l->j, l->jf);
-  cli_json_obj(&l->j, NULL);
-  cli_json_arr(&l->j, key);
+  cm_json_init(&l->j, l->jf);
+  cm_json_obj(&l->j, NULL);
+  cm_json_arr(&l->j, key);
   return CLI_EXIT_OK;
 }
 
 void cli_listing_end_rows(cli_listing *l)
 {
   if (l->json)
-    cli_json_end(&l->j);
+    cm_json_end(&l->j);
 }
 
 int cli_listing_print(cli_listing *l, FILE *out, const char *cmd)
@@ -38,7 +38,7 @@ int cli_listing_print(cli_listing *l, FILE *out, const char *cmd)
       return cli_fail(CLI_EXIT_RUNTIME, cmd, "out of memory");
     return CLI_EXIT_OK;
   }
-  cli_json_end(&l->j);
+  cm_json_end(&l->j);
   /* jbuf and jlen are final only once the stream is closed. */
   fclose(l->jf);
   l->jf = NULL;

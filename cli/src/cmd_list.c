@@ -133,23 +133,23 @@ static oq_err on_row(void *ud, int ncols, const char *const *v)
   if (++c->n > c->limit)
     return OQ_OK; /* the extra row only says "more" */
   if (c->out.json) {
-    cli_json *j = &c->out.j;
-    cli_json_obj(j, NULL);
-    cli_json_str(j, "id", v[C_ID]);
-    cli_json_str(j, "queue", v[C_QUEUE]);
-    cli_json_str(j, "state", v[C_STATE]);
-    cli_json_raw(j, "priority", v[C_PRIO]);
-    cli_json_raw(j, "attempts", v[C_ATT]);
-    cli_json_raw(j, "max_attempts", v[C_MAXATT]);
+    cm_json *j = &c->out.j;
+    cm_json_obj(j, NULL);
+    cm_json_str(j, "id", v[C_ID]);
+    cm_json_str(j, "queue", v[C_QUEUE]);
+    cm_json_str(j, "state", v[C_STATE]);
+    cm_json_raw(j, "priority", v[C_PRIO]);
+    cm_json_raw(j, "attempts", v[C_ATT]);
+    cm_json_raw(j, "max_attempts", v[C_MAXATT]);
     cli_json_time(j, "run_at", cli_num(v[C_RUN_AT]));
     cli_json_time(j, "claimed_at", cli_num(v[C_CLAIMED_AT]));
-    cli_json_str(j, "session", v[C_CLAIM]);
+    cm_json_str(j, "session", v[C_CLAIM]);
     cli_json_time(j, "died_at", cli_num(v[C_DIED_AT]));
     cli_json_time(j, "created_at", cli_num(v[C_CREATED_AT]));
-    cli_json_str(j, "unique_key", v[C_UKEY]);
-    cli_json_str(j, "last_error", v[C_ERR]);
-    cli_json_raw(j, "payload", v[C_PAYLOAD]);
-    cli_json_end(j);
+    cm_json_str(j, "unique_key", v[C_UKEY]);
+    cm_json_str(j, "last_error", v[C_ERR]);
+    cm_json_raw(j, "payload", v[C_PAYLOAD]);
+    cm_json_end(j);
     return OQ_OK;
   }
   cli_table_cell(c->out.t, v[C_ID]);
@@ -232,7 +232,7 @@ int cmd_list(const cli_globals *g, int argc, char **argv)
   bool more = c.n > c.limit;
   if (c.out.json) {
     cli_listing_end_rows(&c.out);
-    cli_json_bool(&c.out.j, "more", more);
+    cm_json_bool(&c.out.j, "more", more);
     rc = cli_listing_print(&c.out, stdout, "list");
   } else if (c.n == 0) {
     printf("no items%s%s%s%s\n", state >= 0 ? " " : "",
@@ -269,7 +269,7 @@ int co_view_dead(FILE *f, oq_db *db, long limit)
     rc = CLI_EXIT_RUNTIME;
   if (rc == CLI_EXIT_OK) {
     cli_listing_end_rows(&c.out);
-    cli_json_bool(&c.out.j, "more", c.n > c.limit);
+    cm_json_bool(&c.out.j, "more", c.n > c.limit);
     rc = cli_listing_print(&c.out, f, "list");
   }
   cli_listing_free(&c.out);

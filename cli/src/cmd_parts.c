@@ -51,16 +51,16 @@ static int parts_set(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (g->json) {
-    cli_json j;
-    cli_json_init(&j, stdout);
-    cli_json_obj(&j, NULL);
-    cli_json_int(&j, "partitions", want);
+    cm_json j;
+    cm_json_init(&j, stdout);
+    cm_json_obj(&j, NULL);
+    cm_json_int(&j, "partitions", want);
     if (before > 0)
-      cli_json_int(&j, "previous", before);
+      cm_json_int(&j, "previous", before);
     else
-      cli_json_raw(&j, "previous", NULL);
-    cli_json_bool(&j, "previous_set", was_set);
-    cli_json_end(&j);
+      cm_json_raw(&j, "previous", NULL);
+    cm_json_bool(&j, "previous_set", was_set);
+    cm_json_end(&j);
   } else {
     printf("partitions: %d%s -> %lld; partitioned sessions adopt it on "
            "their next round\n",
@@ -81,41 +81,41 @@ static long total_ready(const oq_parts_report *r)
 
 static void print_json(FILE *f, const oq_parts_report *r)
 {
-  cli_json j;
-  cli_json_init(&j, f);
-  cli_json_obj(&j, NULL);
-  cli_json_int(&j, "partitions", r->partitions);
-  cli_json_bool(&j, "set", r->is_set);
-  cli_json_int(&j, "members", r->members);
-  cli_json_int(&j, "owners", r->owners);
-  cli_json_int(&j, "unowned", r->unowned);
-  cli_json_int(&j, "stale_rows", r->stale_rows);
-  cli_json_int(&j, "ready", total_ready(r));
-  cli_json_num(&j, "imbalance", r->imbalance);
-  cli_json_arr(&j, "parts");
+  cm_json j;
+  cm_json_init(&j, f);
+  cm_json_obj(&j, NULL);
+  cm_json_int(&j, "partitions", r->partitions);
+  cm_json_bool(&j, "set", r->is_set);
+  cm_json_int(&j, "members", r->members);
+  cm_json_int(&j, "owners", r->owners);
+  cm_json_int(&j, "unowned", r->unowned);
+  cm_json_int(&j, "stale_rows", r->stale_rows);
+  cm_json_int(&j, "ready", total_ready(r));
+  cm_json_num(&j, "imbalance", r->imbalance);
+  cm_json_arr(&j, "parts");
   for (int x = 0; x < r->partitions; x++) {
     const oq_part_info *pi = &r->parts[x];
-    cli_json_obj(&j, NULL);
-    cli_json_int(&j, "part", pi->part);
-    cli_json_int(&j, "slot_lo", pi->slot_lo);
-    cli_json_int(&j, "slot_hi", pi->slot_hi);
+    cm_json_obj(&j, NULL);
+    cm_json_int(&j, "part", pi->part);
+    cm_json_int(&j, "slot_lo", pi->slot_lo);
+    cm_json_int(&j, "slot_hi", pi->slot_hi);
     if (pi->owner[0]) {
-      cli_json_str(&j, "owner", pi->owner);
-      cli_json_str(&j, "host", pi->owner_host);
-      cli_json_int(&j, "pid", pi->owner_pid);
-      cli_json_bool(&j, "live", pi->owner_live);
+      cm_json_str(&j, "owner", pi->owner);
+      cm_json_str(&j, "host", pi->owner_host);
+      cm_json_int(&j, "pid", pi->owner_pid);
+      cm_json_bool(&j, "live", pi->owner_live);
     } else {
-      cli_json_raw(&j, "owner", NULL);
-      cli_json_raw(&j, "host", NULL);
-      cli_json_raw(&j, "pid", NULL);
-      cli_json_bool(&j, "live", false);
+      cm_json_raw(&j, "owner", NULL);
+      cm_json_raw(&j, "host", NULL);
+      cm_json_raw(&j, "pid", NULL);
+      cm_json_bool(&j, "live", false);
     }
-    cli_json_int(&j, "ready", pi->ready);
-    cli_json_int(&j, "claimed", pi->claimed);
-    cli_json_end(&j);
+    cm_json_int(&j, "ready", pi->ready);
+    cm_json_int(&j, "claimed", pi->claimed);
+    cm_json_end(&j);
   }
-  cli_json_end(&j);
-  cli_json_end(&j);
+  cm_json_end(&j);
+  cm_json_end(&j);
 }
 
 static int print_text(const oq_parts_report *r)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonout.h"
 #include "cli.h"
 #include "codb.h"
 #include "cofmt.h"
@@ -125,11 +126,11 @@ static int sched_add(const cli_globals *g, int argc, char **argv)
   co_fmt_utc(when, sizeof when, (double)next);
   if (g->json) {
     printf("{\"name\":");
-    co_json_str(stdout, name);
+    cm_json_quote(stdout, name);
     printf(",\"cron\":");
-    co_json_str(stdout, expr);
+    cm_json_quote(stdout, expr);
     printf(",\"queue\":");
-    co_json_str(stdout, queue);
+    cm_json_quote(stdout, queue);
     printf(",\"next_run_at\":\"%s\",\"next_run_epoch\":%lld}\n", next_s,
            (long long)next);
   } else {
@@ -183,11 +184,11 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
     co_fmt_utc(when, sizeof when, next);
     if (json) {
       printf("%s{\"name\":", i ? "," : "");
-      co_json_str(stdout, co_rows_get(&r, i, 0));
+      cm_json_quote(stdout, co_rows_get(&r, i, 0));
       printf(",\"cron\":");
-      co_json_str(stdout, co_rows_get(&r, i, 1));
+      cm_json_quote(stdout, co_rows_get(&r, i, 1));
       printf(",\"queue\":");
-      co_json_str(stdout, co_rows_get(&r, i, 2));
+      cm_json_quote(stdout, co_rows_get(&r, i, 2));
       /* the payload is JSON already: embed it as is */
       char iso[40];
       iso_utc(iso, sizeof iso, next);
@@ -201,7 +202,7 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
         printf("null");
       }
       printf(",\"last_item_id\":");
-      co_json_str(stdout, co_rows_get(&r, i, 6));
+      cm_json_quote(stdout, co_rows_get(&r, i, 6));
       printf("}");
     } else {
       /* "2026-11-22 08:00" of "2026-11-22 08:00:00 UTC" */
@@ -272,7 +273,7 @@ static int sched_rm(const cli_globals *g, int argc, char **argv)
     printf("{\"removed\":[");
     for (int i = 0; i < x.n; i++) {
       printf("%s", i ? "," : "");
-      co_json_str(stdout, x.names[i]);
+      cm_json_quote(stdout, x.names[i]);
     }
     printf("]}\n");
   } else {

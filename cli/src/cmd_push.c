@@ -702,7 +702,7 @@ typedef struct push_state {
   long last_drawn_lines;
   bool drew_tty;
   /* --json output of ids */
-  cli_json j;
+  cm_json j;
 } push_state;
 
 static volatile sig_atomic_t interrupted; /* the signal, 0 if none */
@@ -924,10 +924,10 @@ static void print_ids(push_state *st, const batch *b, size_t nb)
     return;
   for (size_t r = 0; r < st->nins; r++) {
     if (st->o->json) {
-      cli_json_obj(&st->j, NULL);
-      cli_json_int(&st->j, "line", line_of(b, nb, st->ins_ord[r]));
-      cli_json_str(&st->j, "id", st->ins_id[r]);
-      cli_json_end(&st->j);
+      cm_json_obj(&st->j, NULL);
+      cm_json_int(&st->j, "line", line_of(b, nb, st->ins_ord[r]));
+      cm_json_str(&st->j, "id", st->ins_id[r]);
+      cm_json_end(&st->j);
     } else {
       fputs(st->ins_id[r], stdout);
       fputc('\n', stdout);
@@ -1241,36 +1241,36 @@ static void print_summary(push_state *st, double secs)
 
 static void print_json_summary(push_state *st, int rc)
 {
-  cli_json *j = &st->j;
-  cli_json_obj(j, NULL);
-  cli_json_arr(j, "inserted");
+  cm_json *j = &st->j;
+  cm_json_obj(j, NULL);
+  cm_json_arr(j, "inserted");
   for (size_t k = 0; k < st->nspans; k++)
     if (st->spans[k].kind == SPAN_INSERTED) {
-      cli_json_arr(j, NULL);
-      cli_json_int(j, NULL, st->spans[k].first);
-      cli_json_int(j, NULL, st->spans[k].last);
-      cli_json_end(j);
+      cm_json_arr(j, NULL);
+      cm_json_int(j, NULL, st->spans[k].first);
+      cm_json_int(j, NULL, st->spans[k].last);
+      cm_json_end(j);
     }
-  cli_json_end(j);
-  cli_json_arr(j, "rejected");
+  cm_json_end(j);
+  cm_json_arr(j, "rejected");
   for (size_t k = 0; k < st->nspans; k++)
     if (st->spans[k].kind != SPAN_INSERTED) {
-      cli_json_obj(j, NULL);
-      cli_json_int(j, "first", st->spans[k].first);
-      cli_json_int(j, "last", st->spans[k].last);
-      cli_json_str(j, "outcome",
-                   st->spans[k].kind == SPAN_REJECTED  ? "rejected"
-                   : st->spans[k].kind == SPAN_UNKNOWN ? "unknown"
-                                                       : "not inserted");
-      cli_json_str(j, "why", st->spans[k].why);
-      cli_json_end(j);
+      cm_json_obj(j, NULL);
+      cm_json_int(j, "first", st->spans[k].first);
+      cm_json_int(j, "last", st->spans[k].last);
+      cm_json_str(j, "outcome",
+                  st->spans[k].kind == SPAN_REJECTED  ? "rejected"
+                  : st->spans[k].kind == SPAN_UNKNOWN ? "unknown"
+                                                      : "not inserted");
+      cm_json_str(j, "why", st->spans[k].why);
+      cm_json_end(j);
     }
-  cli_json_end(j);
-  cli_json_int(j, "lines", st->lines);
-  cli_json_int(j, "new", st->inserted);
-  cli_json_int(j, "existed", st->existed);
-  cli_json_int(j, "exit", rc);
-  cli_json_end(j);
+  cm_json_end(j);
+  cm_json_int(j, "lines", st->lines);
+  cm_json_int(j, "new", st->inserted);
+  cm_json_int(j, "existed", st->existed);
+  cm_json_int(j, "exit", rc);
+  cm_json_end(j);
   fflush(stdout);
 }
 
@@ -1589,10 +1589,10 @@ static int single(push_state *st)
     return cli_wait_ids(st->db, &wg, "push", ids, 1, o->wait_timeout_ms);
   }
   if (o->json) {
-    cli_json_obj(&st->j, NULL);
-    cli_json_str(&st->j, "id", c.id);
-    cli_json_bool(&st->j, "existed", existed);
-    cli_json_end(&st->j);
+    cm_json_obj(&st->j, NULL);
+    cm_json_str(&st->j, "id", c.id);
+    cm_json_bool(&st->j, "existed", existed);
+    cm_json_end(&st->j);
   } else {
     printf("%s\n", c.id);
   }
@@ -1826,7 +1826,7 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
   snprintf(st.prio, sizeof st.prio, "%lld", o.priority);
   snprintf(st.delay, sizeof st.delay, "%lld", (long long)o.delay_ms);
   snprintf(st.maxatt, sizeof st.maxatt, "%lld", o.max_attempts);
-  cli_json_init(&st.j, stdout);
+  cm_json_init(&st.j, stdout);
   st.db = cli_connect(g, "push", &rc);
   if (!st.db)
     return rc;

@@ -9,7 +9,7 @@
  *   static const cli_listing_col cols[] = {{"ID", 0}, ..., {NULL, 0}};
  *   cli_listing l;
  *   rc = cli_listing_open(&l, g->json, "items", cols, "list");
- *   per row: l.json ? cli_json_obj(&l.j, NULL)... : cli_table_cell(l.t, ...)
+ *   per row: l.json ? cm_json_obj(&l.j, NULL)... : cli_table_cell(l.t, ...)
  *   if (l.json) { cli_listing_end_rows(&l); more top-level fields in l.j }
  *   rc = cli_listing_print(&l, stdout, "list");
  *   cli_listing_free(&l);
@@ -34,7 +34,7 @@ typedef struct cli_listing_col {
 typedef struct cli_listing {
   bool json;
   cli_table *t; /* !json: the table; NULL out of memory (print says so) */
-  cli_json j;   /* json: the writer, inside the rows array at first */
+  cm_json j;    /* json: the writer, inside the rows array at first */
   FILE *jf;     /* json: the memory stream j writes to */
   char *jbuf;
   size_t jlen;

@@ -413,11 +413,11 @@ int cli_fail_db(oq_db *db, oq_err e, const char *cmd, const char *suffix)
 
 /* ------------------------------------------------------------- JSON */
 
-void cli_json_time(cli_json *j, const char *key, double epoch_s)
+void cli_json_time(cm_json *j, const char *key, double epoch_s)
 {
   char buf[40];
   if (isnan(epoch_s))
-    cli_json_raw(j, key, NULL);
+    cm_json_raw(j, key, NULL);
   else
-    cli_json_str(j, key, fmt_time(epoch_s, true, buf, sizeof buf));
+    cm_json_str(j, key, fmt_time(epoch_s, true, buf, sizeof buf));
 }
