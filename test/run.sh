@@ -131,7 +131,7 @@ PASS_DEFS=(
 # lease and schedules. About 3 minutes (CI budget: 45 for all passes); not
 # the NOTIFY latency test (PostgreSQL-only), nor the slowest repeats of the
 # same paths (parts_churn, parts_rules, it_worker_exec, it_coord_stats).
-TRAITS_TESTS='^(it_lib_engine_traits|migrate_statements|concurrent_ack|reap_releases|ack_many|poison|claim_queues|serializable_retries|wait_results|cli_wait|it_worker_sql|it_worker_sigkill|it_worker_sigstop|it_worker_pg_restart|parts_assign|it_coord_failover|it_coord_schedule)$'
+TRAITS_TESTS='^(it_lib_engine_traits|it_lib_migrate_statements|it_lib_concurrent_ack|it_lib_reap_releases|it_lib_ack_many|it_lib_poison|it_lib_claim_queues|it_lib_serializable_retries|it_lib_wait_results|it_cli_wait|it_worker_sql|it_worker_sigkill|it_worker_sigstop|it_worker_pg_restart|it_lib_parts_assign|it_coord_failover|it_coord_schedule)$'
 
 # PostgreSQL majors besides 15 (passes 7 and 8) and the tests they run: the
 # ones that exercise SQL the server version could change (claims with SKIP
@@ -140,7 +140,7 @@ TRAITS_TESTS='^(it_lib_engine_traits|migrate_statements|concurrent_ack|reap_rele
 # passes together add about 8 minutes (test/harness/pg_versions.sh pins the
 # package versions).
 PG_VERSIONS=(13 18)
-VERSION_TESTS='^(oq_it_cutproxy|bad_input|migrate_statements|concurrent_ack|reap_releases|enqueue_tx|unique_key|poison|history|ack_many|claim_queues|stress|serializable_retries|wait_results|readme_psql|cli_push_single|cli_wait|cli_grants|parts_assign|parts_rules|it_coord_schedule|it_coord_retention|it_worker_sql|it_worker_exec|it_worker_notify|it_worker_sigkill)$'
+VERSION_TESTS='^(it_lib_cutproxy|it_lib_bad_input|it_lib_migrate_statements|it_lib_concurrent_ack|it_lib_reap_releases|it_lib_enqueue_tx|it_lib_unique_key|it_lib_poison|it_lib_history|it_lib_ack_many|it_lib_claim_queues|it_lib_stress|it_lib_serializable_retries|it_lib_wait_results|it_readme_psql|it_cli_push_single|it_cli_wait|it_cli_grants|it_lib_parts_assign|it_lib_parts_rules|it_coord_schedule|it_coord_retention|it_worker_sql|it_worker_exec|it_worker_notify|it_worker_sigkill)$'
 PG_MAJOR=15
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)

@@ -14,8 +14,8 @@ if [ -r "/proc/$PPID/cmdline" ]; then
 fi
 cat >&2 <<'NOTE'
 *** NOTE: ONCEQ_TEST_DSN is not set: every test that needs the database
-*** (it_*, chaos_*, and the database modes of readme_* and deploy_*) will be
-*** reported as "Skipped". To run one of them against a throwaway server:
+*** (it_* and chaos_*) will be reported as "Skipped". To run one of them
+*** against a throwaway server:
 ***     ./test/run.sh --one NAME [--isolation serializable]
 *** (docs/testing.md, "Running one test").
 NOTE

@@ -218,6 +218,6 @@ int main(void)
          (unsigned long long)(a[0].restarts + a[1].restarts));
   oq_db_close(db);
   oq_db_close(admin);
-  printf("PASS ack_many (isolation: %s)\n", oqt_isolation());
+  printf("PASS it_lib_ack_many (isolation: %s)\n", oqt_isolation());
   return 0;
 }

@@ -1,13 +1,13 @@
 # Ambiguous commit: the connection drops around the ack's COMMIT (through
 # the cutproxy fault proxy) and oq_ack must reconcile, never re-run blindly.
-oq_add_test(oq_it_ambiguous_commit LABEL integration TIMEOUT 120
+oq_add_test(it_lib_ambiguous_commit LABEL integration TIMEOUT 120
             SOURCES ambiguous_commit.c)
-target_link_libraries(oq_it_ambiguous_commit PRIVATE oq_cutproxy_lib)
+target_link_libraries(it_lib_ambiguous_commit PRIVATE oq_cutproxy_lib)
 
 # The fault proxy itself (raw libpq), including the standalone binary.
-oq_add_test(oq_it_cutproxy LABEL integration TIMEOUT 120
+oq_add_test(it_lib_cutproxy LABEL integration TIMEOUT 120
             SOURCES cutproxy_selftest.c)
-target_link_libraries(oq_it_cutproxy PRIVATE oq_cutproxy_lib)
-target_compile_definitions(oq_it_cutproxy PRIVATE
+target_link_libraries(it_lib_cutproxy PRIVATE oq_cutproxy_lib)
+target_compile_definitions(it_lib_cutproxy PRIVATE
   OQ_CUTPROXY_BIN="$<TARGET_FILE:oq_cutproxy>")
-add_dependencies(oq_it_cutproxy oq_cutproxy)
+add_dependencies(it_lib_cutproxy oq_cutproxy)

@@ -34,7 +34,7 @@
  *                 gone: OQ_OK, reconciled) and never re-runs the handler.
  * Every case checks the outcome on a direct (not proxied) connection.
  *
- * Usage: oq_it_ambiguous_commit [CASE]   (default: every case)
+ * Usage: it_lib_ambiguous_commit [CASE]   (default: every case)
  */
 #include "oq_test.h"
 

@@ -447,6 +447,6 @@ int main(void)
   case_settings();
   case_bad_json();
   case_env();
-  printf("PASS bad_input (isolation %s)\n", oqt_isolation());
+  printf("PASS it_lib_bad_input (isolation %s)\n", oqt_isolation());
   return 0;
 }

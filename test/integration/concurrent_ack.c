@@ -379,6 +379,6 @@ int main(void)
   oq_db_close(dba2);
   oq_db_close(dba);
   oq_db_close(admin);
-  printf("PASS concurrent_ack (isolation: %s)\n", oqt_isolation());
+  printf("PASS it_lib_concurrent_ack (isolation: %s)\n", oqt_isolation());
   return 0;
 }

@@ -307,6 +307,6 @@ int main(void)
   oq_session_free(s);
   oq_db_close(db2);
   oq_db_close(db);
-  printf("PASS enqueue_tx (isolation: %s)\n", oqt_isolation());
+  printf("PASS it_lib_enqueue_tx (isolation: %s)\n", oqt_isolation());
   return 0;
 }

@@ -242,6 +242,6 @@ int main(void)
   oq_session_free(s);
   oq_session_free(v);
   oq_db_close(db);
-  printf("PASS history (isolation: %s)\n", oqt_isolation());
+  printf("PASS it_lib_history (isolation: %s)\n", oqt_isolation());
   return 0;
 }

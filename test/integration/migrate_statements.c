@@ -106,6 +106,6 @@ int main(void)
 
   oq_log_set_sink(NULL, NULL, OQ_LOG_OFF);
   oq_db_close(db);
-  printf("PASS migrate_statements\n");
+  printf("PASS it_lib_migrate_statements\n");
   return 0;
 }

@@ -431,6 +431,6 @@ int main(void)
   oq_session_free(w);
   oq_session_free(v);
   oq_db_close(db);
-  printf("PASS poison (isolation: %s)\n", oqt_isolation());
+  printf("PASS it_lib_poison (isolation: %s)\n", oqt_isolation());
   return 0;
 }

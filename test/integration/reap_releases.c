@@ -336,6 +336,6 @@ int main(void)
   oq_db_close(dbb);
   oq_db_close(dba);
   oq_db_close(admin);
-  printf("PASS reap_releases (isolation: %s)\n", oqt_isolation());
+  printf("PASS it_lib_reap_releases (isolation: %s)\n", oqt_isolation());
   return 0;
 }

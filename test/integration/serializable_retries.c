@@ -88,7 +88,7 @@ int main(void)
   ASSERT_EQ(oqt_scalar(db, "SELECT count(*) FROM onceq_sessions"), 0);
 
   oq_db_close(db);
-  printf("PASS serializable_retries (%llu restarts)\n",
+  printf("PASS it_lib_serializable_retries (%llu restarts)\n",
          (unsigned long long)restarts);
   return 0;
 }

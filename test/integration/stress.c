@@ -104,6 +104,7 @@ int main(void)
   oqt_metric("stress_restarts", (double)(st.restarts + restarts_main),
              "restarts");
   oq_db_close(db);
-  printf("PASS stress (%ld items, isolation %s)\n", n_items, oqt_isolation());
+  printf("PASS it_lib_stress (%ld items, isolation %s)\n", n_items,
+         oqt_isolation());
   return 0;
 }

@@ -225,6 +225,6 @@ int main(void)
   oq_db_close(db2);
   oq_db_close(db1);
   oq_db_close(admin);
-  printf("PASS unique_key (isolation: %s)\n", oqt_isolation());
+  printf("PASS it_lib_unique_key (isolation: %s)\n", oqt_isolation());
   return 0;
 }

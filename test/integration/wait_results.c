@@ -399,6 +399,6 @@ int main(void)
   oq_session_free(s);
   oq_session_free(v);
   oq_db_close(db);
-  printf("PASS wait_results (isolation: %s)\n", oqt_isolation());
+  printf("PASS it_lib_wait_results (isolation: %s)\n", oqt_isolation());
   return 0;
 }

@@ -237,6 +237,6 @@ int main(void)
   ASSERT_EQ(PU_LONG(admin, "SELECT count(*) FROM onceq_session_parts", 0, NULL),
             0);
   oq_db_close(admin);
-  printf("PASS parts_assign\n");
+  printf("PASS it_lib_parts_assign\n");
   return 0;
 }

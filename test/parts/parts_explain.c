@@ -104,6 +104,6 @@ int main(void)
   ASSERT_OK(db, oq_session_end(db, s));
   oq_session_free(s);
   oq_db_close(db);
-  printf("PASS parts_explain\n");
+  printf("PASS it_lib_parts_explain\n");
   return 0;
 }

@@ -330,6 +330,6 @@ int main(void)
   ASSERT_EQ(PU_LONG(admin, "SELECT count(*) FROM onceq_session_parts", 0, NULL),
             0);
   oq_db_close(admin);
-  printf("PASS parts_rules\n");
+  printf("PASS it_lib_parts_rules\n");
   return 0;
 }

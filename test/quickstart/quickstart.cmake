@@ -7,7 +7,7 @@
 # Labels: readme, so test/run.sh runs it once (default build, pass 2) rather
 # than in every integration pass; quickstart, to run it alone:
 #   ctest --test-dir build/default -L quickstart --output-on-failure
-oq_add_script_test(NAME quickstart SCRIPT test_quickstart.sh
+oq_add_script_test(NAME it_deploy_quickstart SCRIPT test_quickstart.sh
                    LABELS readme quickstart TIMEOUT 900 RUN_SERIAL
                    NEEDS onceq-worker
                    ENVIRONMENT "ONCEQ_QUICKSTART_BUILD=${CMAKE_BINARY_DIR}")

@@ -17,7 +17,14 @@ set(_oq_readme_env
     "ONCEQ_SANITIZER=${ONCEQ_SANITIZER}"
     "ONCEQ_BUILD_DIR=${CMAKE_BINARY_DIR}"
     "ONCEQ_CMAKE=${CMAKE_COMMAND}")
-foreach(_ex coverage psql python node c_api worker install)
-  oq_add_script_test(NAME readme_${_ex} SCRIPT run_examples.sh ARGS ${_ex}
-                     LABELS readme TIMEOUT 300 ENVIRONMENT ${_oq_readme_env})
-endforeach()
+# The mode is the script's argument. coverage reads the files only (lint_);
+# the others run their examples on the database (it_).
+set(_r SCRIPT run_examples.sh LABELS readme TIMEOUT 300
+    ENVIRONMENT ${_oq_readme_env})
+oq_add_script_test(NAME lint_readme_coverage ARGS coverage ${_r})
+oq_add_script_test(NAME it_readme_psql ARGS psql ${_r})
+oq_add_script_test(NAME it_readme_python ARGS python ${_r})
+oq_add_script_test(NAME it_readme_node ARGS node ${_r})
+oq_add_script_test(NAME it_readme_c_api ARGS c_api ${_r})
+oq_add_script_test(NAME it_readme_worker ARGS worker ${_r})
+oq_add_script_test(NAME it_readme_install ARGS install ${_r})

@@ -722,7 +722,7 @@ mode_install() {
   check_worker "$work/out.txt"
 
   # The README's short example builds with its pkg-config command against
-  # the installed tree (readme_c_api runs it).
+  # the installed tree (it_readme_c_api runs it).
   block ack.c
   block build-ack.sh
   (cd "$work" && bash -euo pipefail build-ack.sh) ||

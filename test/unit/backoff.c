@@ -167,6 +167,6 @@ int main(void)
   test_injected_jitter();
   test_builtin_rng();
   test_monotonic();
-  printf("PASS unit_backoff\n");
+  printf("PASS unit_lib_backoff\n");
   return 0;
 }

@@ -64,6 +64,6 @@ int main(void)
   char c[128];
   cm_mask_conninfo("host=h password=pw user=u", c, sizeof c);
   ASSERT_STREQ(c, "host=h password=*** user=u");
-  printf("PASS unit_common_mask\n");
+  printf("PASS unit_lib_common_mask\n");
   return 0;
 }

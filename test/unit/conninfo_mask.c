@@ -182,6 +182,6 @@ int main(void)
   test_unchanged();
   test_truncation();
   test_in_place();
-  printf("PASS unit_conninfo_mask\n");
+  printf("PASS unit_lib_conninfo_mask\n");
   return 0;
 }

@@ -1,2 +1,2 @@
 # The --sql handler's result as JSON (lib/src/rowjson.c), no database.
-oq_add_test(unit_rowjson LABEL unit SOURCES rowjson.c INTERNAL)
+oq_add_test(unit_lib_rowjson LABEL unit SOURCES rowjson.c INTERNAL)

@@ -68,6 +68,6 @@ int main(void)
   ASSERT_ERR(OQ_ERR_CONFIG, oq_session_validate(&o, small, sizeof small));
   ASSERT(memchr(small, '\0', sizeof small) != NULL);
 
-  printf("PASS unit_session_validate\n");
+  printf("PASS unit_lib_session_validate\n");
   return 0;
 }

@@ -77,6 +77,6 @@ int main(void)
   check("0A000", OQ_ERR_SQL);
   check("25P02", OQ_ERR_SQL);
   check("XX000", OQ_ERR_SQL);
-  printf("PASS unit_sqlstate\n");
+  printf("PASS unit_lib_sqlstate\n");
   return 0;
 }

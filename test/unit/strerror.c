@@ -33,6 +33,6 @@ int main(void)
       OQT_FAIL("oq_strerror(%d) is NULL", bad[k]);
     (void)strlen(t); /* readable */
   }
-  printf("PASS unit_strerror\n");
+  printf("PASS unit_lib_strerror\n");
   return 0;
 }

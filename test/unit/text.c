@@ -84,6 +84,6 @@ int main(void)
   char argv2[] = "http://127.0.0.1:8080/hook";
   oq_text_mask_secrets_in_place(argv2);
   ASSERT_STREQ(argv2, "http://127.0.0.1:8080/hook");
-  printf("PASS unit_text\n");
+  printf("PASS unit_lib_text\n");
   return 0;
 }

@@ -111,6 +111,6 @@ int main(void)
   unlink(noexec);
   unlink(prog);
   rmdir(dir);
-  printf("PASS wk_preflight\n");
+  printf("PASS unit_worker_preflight\n");
   return 0;
 }
