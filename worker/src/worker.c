@@ -45,6 +45,7 @@
 #include "onceq/onceq.h"
 #include "reconcile.h"
 #include "runtime.h"
+#include "say.h"
 #include "worker.h"
 
 typedef enum loop_state {
@@ -179,7 +180,7 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms,
  */
 static void relax_claim_commits(oq_db *db)
 {
-  if (oq_db_engine(db) != OQ_ENGINE_POSTGRES)
+  if (!oq_db_traits(db)->session_settings)
     return;
   oq_err e = oq_db_exec(db, "SET synchronous_commit = off", 0, NULL, NULL);
   (void)e; /* best effort: claims are only slower without it */
@@ -246,7 +247,7 @@ typedef struct loop {
   oq_db *db;
   oq_db *listen_db;
   part_claims pc;
-  bool crdb;
+  bool polling; /* no LISTEN/NOTIFY: poll only */
   int poll_ms;
   int down_rounds;        /* failed reconnects in a row: backoff step */
   uint64_t rng;           /* poll jitter and backoff */
@@ -491,7 +492,7 @@ static loop_state on_db_down(wk *w, loop *l)
   OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL, "database reachable again");
   relax_claim_commits(l->db);
   oq_db_close(l->listen_db);
-  l->listen_db = l->crdb ? NULL : open_listener(w);
+  l->listen_db = l->polling ? NULL : open_listener(w);
   if (!l->sweep_why)
     l->sweep_why = "reconnect";
   return RUNNING;
@@ -565,15 +566,16 @@ static int run_loop(wk *w, oq_db *db, volatile sig_atomic_t *signals)
 {
   const wk_config *cfg = w->cfg;
   loop l = {.st = RUNNING, .db = db, .rng = oq_backoff_seed()};
-  l.crdb = oq_db_engine(db) == OQ_ENGINE_COCKROACH;
+  /* what the engine can do (onceq/traits.h), not its name: the
+   * CockroachDB traits pass runs these paths on PostgreSQL */
+  l.polling = !oq_db_traits(db)->listen_notify;
   l.poll_ms = cfg->poll_interval_ms > 0 ? (int)cfg->poll_interval_ms
-              : l.crdb                  ? 150
-                                        : 1000;
+                                        : oq_db_traits(db)->poll_ms;
   l.next_sweep_ms = wk_now_ms() + (uint64_t)cfg->session_expiry_ms;
   if (part_claims_init(cfg, &l.pc) != OQ_OK)
     return 1;
   relax_claim_commits(db);
-  l.listen_db = l.crdb ? NULL : open_listener(w);
+  l.listen_db = l.polling ? NULL : open_listener(w);
   while (l.st != DONE) {
     take_signals(w, &l, signals);
     wk_metrics_set_healthy(
@@ -651,14 +653,14 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m,
 
   oq_err e = oq_db_open(&w.dbo, &db, err, sizeof err);
   if (e != OQ_OK) {
-    fprintf(stderr, "onceq-worker: %s\n", err);
-    rc = 2;
+    cm_say("onceq-worker", NULL, NULL, "%s", err);
+    rc = cm_exit_for(e); /* the one exit-code rule (docs/worker.md) */
     goto out;
   }
   e = join(&w, db);
   if (e != OQ_OK) {
-    fprintf(stderr, "onceq-worker: %s\n", oq_db_errmsg(db));
-    rc = (e == OQ_ERR_SCHEMA || e == OQ_ERR_CONFIG || e == OQ_ERR_AUTH) ? 2 : 1;
+    cm_say("onceq-worker", NULL, NULL, "%s", oq_db_errmsg(db));
+    rc = cm_exit_for(e);
     goto out;
   }
   OQ_LOG(OQ_LOG_INFO, sid_of(&w), NULL,
