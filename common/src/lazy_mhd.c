@@ -16,18 +16,7 @@
 #define MHD_SONAME "libmicrohttpd.so.12"
 #define MHD_PACKAGE "libmicrohttpd12"
 
-/* fn: a pointer of the type of the library's own name, looked up once.
- * Executors call in at the same moment: the pointer is atomic, and the
- * acquire load orders the call after the dlopen that relocated the code
- * (two threads may both look it up: dlsym gives both the same address). */
-#define LAZY(name)                                                             \
-  static __typeof__(&name) fn_;                                                \
-  __typeof__(&name) fn = __atomic_load_n(&fn_, __ATOMIC_ACQUIRE);              \
-  if (!fn) {                                                                   \
-    fn = (__typeof__(&name))cm_lazy_sym(MHD_SONAME, MHD_PACKAGE, #name);       \
-    __atomic_store_n(&fn_, fn, __ATOMIC_RELEASE);                              \
-  }                                                                            \
-  (void)0
+#define LAZY(name) CM_LAZY(name, MHD_SONAME, MHD_PACKAGE)
 
 struct MHD_Daemon *MHD_start_daemon(unsigned int flags, uint16_t port,
                                     MHD_AcceptPolicyCallback apc, void *apc_cls,

@@ -21,6 +21,22 @@
 void *cm_lazy_sym(const char *soname, const char *package, const char *sym);
 
 /*
+ * In a forwarder: fn, a pointer of the type of the library's own function
+ * `name`, looked up once. Executors call in at the same moment: the
+ * pointer is atomic, and the acquire load orders the call after the dlopen
+ * that relocated the code (two threads may both look it up: dlsym gives
+ * both the same address).
+ */
+#define CM_LAZY(name, soname, package)                                         \
+  static __typeof__(&name) fn_;                                                \
+  __typeof__(&name) fn = __atomic_load_n(&fn_, __ATOMIC_ACQUIRE);              \
+  if (!fn) {                                                                   \
+    fn = (__typeof__(&name))cm_lazy_sym(soname, package, #name);               \
+    __atomic_store_n(&fn_, fn, __ATOMIC_RELEASE);                              \
+  }                                                                            \
+  (void)0
+
+/*
  * Call first in main. libpq links libldap, which links GnuTLS, and GnuTLS
  * initialises itself when it is loaded (about 0.7 MiB resident: random
  * pools, PKCS#11 configuration) although onceq never uses it; LDAP over TLS
