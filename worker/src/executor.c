@@ -134,20 +134,24 @@ static void run_job(wk *w, oq_db *db, wk_http *http, wk_job *j)
 
 /*
  * Take the next jobs: one, or for a batched --sql up to max of one
- * session, but no more than this executor's share of what is queued, so
- * that a claim's items spread over the idle executors (several batches in
- * flight, not one big one). Returns 0 when told to exit.
+ * session, but no more than this executor's share of what is queued among
+ * the executors waiting for work, so that a claim landing on idle
+ * executors spreads over them (several batches in flight at once), while
+ * an executor that alone is free takes a whole batch (fewer, larger ack
+ * transactions: each costs a commit). Returns 0 when told to exit.
  */
 static size_t next_jobs(wk *w, wk_job **out, size_t max)
 {
   pthread_mutex_lock(&w->mu);
+  w->idle_executors++;
   while (!w->work_head && !w->exit_executors)
     pthread_cond_wait(&w->work_cv, &w->mu);
   size_t queued = 0;
   for (wk_job *q = w->work_head; q && queued < max * 64; q = q->next)
     queued++;
-  size_t share =
-      (queued + (size_t)w->cfg->concurrency - 1) / (size_t)w->cfg->concurrency;
+  size_t idle = w->idle_executors > 0 ? (size_t)w->idle_executors : 1;
+  w->idle_executors--;
+  size_t share = (queued + idle - 1) / idle;
   if (share < max)
     max = share > 0 ? share : 1;
   size_t n = 0;

@@ -61,6 +61,7 @@ typedef struct wk {
   int inflight;                  /* jobs queued or running (mu) */
   int acks_pending;              /* jobs in the ack list or being acked (mu) */
   bool exit_executors;           /* (mu) */
+  int idle_executors;            /* (mu) executors in next_jobs */
   bool exit_acker;               /* (mu) */
   _Atomic bool hard_stop;        /* cancel running handlers now */
   _Atomic bool draining;         /* start no queued job */
