@@ -114,6 +114,87 @@ static void find_field(const json_t *root, const char *field, field_info *fi)
   }
 }
 
+static size_t skip_ws(const char *s, size_t n, size_t i)
+{
+  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+    i++;
+  return i;
+}
+
+/* Past the string that starts at s[i] (a '"'), escapes included. */
+static size_t skip_string(const char *s, size_t n, size_t i)
+{
+  for (i++; i < n && s[i] != '"'; i++)
+    if (s[i] == '\\')
+      i++;
+  return i < n ? i + 1 : n;
+}
+
+/* Past the value that starts at s[i]: a string, a nested object or array
+ * (strings in it skipped whole), or a number or literal. */
+static size_t skip_value(const char *s, size_t n, size_t i)
+{
+  if (i < n && s[i] == '"')
+    return skip_string(s, n, i);
+  int depth = 0;
+  while (i < n) {
+    char c = s[i];
+    if (c == '"') {
+      i = skip_string(s, n, i);
+      continue;
+    }
+    if (c == '{' || c == '[')
+      depth++;
+    else if (c == '}' || c == ']') {
+      if (depth == 0)
+        break;
+      if (--depth == 0)
+        return i + 1;
+    } else if (depth == 0 &&
+               (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'))
+      break;
+    i++;
+  }
+  return i;
+}
+
+/*
+ * The key field of a line jansson could not load because a number in it
+ * does not fit a double (the server's numeric takes it): found by a scan
+ * of the top-level object's members, its length from its text (a string's
+ * escapes count as written).
+ */
+static void find_field_raw(const char *s, size_t n, const char *field,
+                           field_info *fi)
+{
+  size_t flen = strlen(field);
+  size_t i = skip_ws(s, n, 0);
+  if (i >= n || s[i] != '{')
+    return;
+  for (i = skip_ws(s, n, i + 1); i < n && s[i] == '"';) {
+    size_t k = i;
+    i = skip_string(s, n, i);
+    bool match = i - k == flen + 2 && memcmp(s + k + 1, field, flen) == 0;
+    i = skip_ws(s, n, i);
+    if (i >= n || s[i] != ':')
+      return;
+    i = skip_ws(s, n, i + 1);
+    size_t v = i;
+    i = skip_value(s, n, i);
+    if (match) {
+      char c = v < n ? s[v] : '\0';
+      fi->state =
+          c == '"' || c == '-' || (c >= '0' && c <= '9') ? FIELD_OK : FIELD_BAD;
+      fi->bytes = c == '"' && i - v >= 2 ? i - v - 2 : i - v;
+      return;
+    }
+    i = skip_ws(s, n, i);
+    if (i >= n || s[i] != ',')
+      return;
+    i = skip_ws(s, n, i + 1);
+  }
+}
+
 bool json_check(const char *s, size_t n, const char *field, field_info *fi,
                 bool *top_obj, char *err, size_t errlen)
 {
@@ -144,8 +225,11 @@ bool json_check(const char *s, size_t n, const char *field, field_info *fi,
       return false;
     }
     /* a number beyond a double: the server's numeric may take it */
-    if (code == json_error_numeric_overflow)
+    if (code == json_error_numeric_overflow) {
+      if (field)
+        find_field_raw(s + lead, n - lead, field, fi);
       return true;
+    }
     char what[sizeof e.text];
     const char *ours = our_words(e.text);
     const char *near = strstr(e.text, " near '");
