@@ -565,6 +565,9 @@ run_pass() {
   local args=(--test-dir "$dir" --output-on-failure
     --timeout "$CTEST_TIMEOUT_S" --no-tests=ignore -L "$lab")
   [ -n "$excl" ] && args+=(-LE "$excl")
+  # unit tests need no server and share nothing: two at a time (about a
+  # minute of the CI budget); the database passes stay serial (timing)
+  [ "$lab" = '^unit$' ] && args+=(-j "$BUILD_JOBS")
   if [ -n "$FILTER" ]; then
     args+=(-R "$FILTER")
   elif [ -n "$xenv" ]; then
