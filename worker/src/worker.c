@@ -349,6 +349,22 @@ static loop_state maybe_sweep(wk *w, loop *l)
 #define WK_HOLD_MAX 2000        /* items held, at most */
 #define WK_CLAIM_ROUND_MAX 1000 /* items per claim statement, at most */
 
+int wk_hold_for_rate(const wk_config *cfg, double rate)
+{
+  bool batched =
+      cfg->handler == WK_HANDLER_SQL && !cfg->sql_per_item && cfg->batch > 1;
+  int prefetch = cfg->batch < cfg->concurrency ? cfg->batch : cfg->concurrency;
+  long lo = batched ? 2L * cfg->batch : (long)cfg->concurrency + prefetch;
+  long hi =
+      batched ? 2L * cfg->batch * cfg->concurrency : 4L * cfg->concurrency;
+  if (hi > WK_HOLD_MAX)
+    hi = WK_HOLD_MAX;
+  if (hi < lo)
+    hi = lo;
+  long t = (long)(rate * WK_HOLD_HORIZON_MS / 1000.0);
+  return (int)(t < lo ? lo : t > hi ? hi : t);
+}
+
 static int hold_target(wk *w, loop *l)
 {
   const wk_config *cfg = w->cfg;
@@ -366,18 +382,7 @@ static int hold_target(wk *w, loop *l)
     l->rate_t0_ms = now;
     l->rate_c0 = done;
   }
-  bool batched =
-      cfg->handler == WK_HANDLER_SQL && !cfg->sql_per_item && cfg->batch > 1;
-  int prefetch = cfg->batch < cfg->concurrency ? cfg->batch : cfg->concurrency;
-  long lo = batched ? 2L * cfg->batch : (long)cfg->concurrency + prefetch;
-  long hi =
-      batched ? 2L * cfg->batch * cfg->concurrency : 4L * cfg->concurrency;
-  if (hi > WK_HOLD_MAX)
-    hi = WK_HOLD_MAX;
-  if (hi < lo)
-    hi = lo;
-  long t = (long)(l->rate * WK_HOLD_HORIZON_MS / 1000.0);
-  t = t < lo ? lo : t > hi ? hi : t;
+  long t = wk_hold_for_rate(cfg, l->rate);
   if (t != l->hold_logged) {
     OQ_LOG(OQ_LOG_DEBUG, sid_of(w), NULL,
            "claim stream: holding up to %ld item(s) (%.0f items/s observed)", t,
