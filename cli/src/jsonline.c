@@ -71,21 +71,31 @@ static char last_byte(const char *s, size_t n)
   return n > 0 ? s[n - 1] : '\0';
 }
 
+static size_t skip_ws(const char *s, size_t n, size_t i)
+{
+  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+    i++;
+  return i;
+}
+
+/* Past the string that starts at s[i] (a '"'), escapes included. */
+static size_t skip_string(const char *s, size_t n, size_t i)
+{
+  for (i++; i < n && s[i] != '"'; i++)
+    if (s[i] == '\\')
+      i++;
+  return i < n ? i + 1 : n;
+}
+
 /* Nesting deeper than CLI_JSON_MAX_NESTING: the byte index of the first
  * bracket too deep, else n. Strings are skipped (escapes included). */
 static size_t too_deep_at(const char *s, size_t n)
 {
   size_t depth = 0;
-  bool in_str = false;
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
-    if (in_str) {
-      if (c == '\\')
-        i++;
-      else if (c == '"')
-        in_str = false;
-    } else if (c == '"') {
-      in_str = true;
+    if (c == '"') {
+      i = skip_string(s, n, i) - 1;
     } else if (c == '{' || c == '[') {
       if (++depth > CLI_JSON_MAX_NESTING)
         return i;
@@ -112,22 +122,6 @@ static void find_field(const json_t *root, const char *field, field_info *fi)
   } else {
     fi->state = FIELD_BAD;
   }
-}
-
-static size_t skip_ws(const char *s, size_t n, size_t i)
-{
-  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
-    i++;
-  return i;
-}
-
-/* Past the string that starts at s[i] (a '"'), escapes included. */
-static size_t skip_string(const char *s, size_t n, size_t i)
-{
-  for (i++; i < n && s[i] != '"'; i++)
-    if (s[i] == '\\')
-      i++;
-  return i < n ? i + 1 : n;
 }
 
 /* Past the value that starts at s[i]: a string, a nested object or array
@@ -200,10 +194,7 @@ bool json_check(const char *s, size_t n, const char *field, field_info *fi,
 {
   fi->state = FIELD_NONE;
   fi->bytes = 0;
-  size_t lead = 0;
-  while (lead < n && (s[lead] == ' ' || s[lead] == '\t' || s[lead] == '\n' ||
-                      s[lead] == '\r'))
-    lead++;
+  size_t lead = skip_ws(s, n, 0);
   *top_obj = lead < n && s[lead] == '{';
   if (lead == n) {
     snprintf(err, errlen, "invalid JSON: empty line at column %zu", n + 1);
