@@ -120,7 +120,7 @@ oq_check "lines for two ids" "$(wc -l <"$t/w7.out" | tr -d ' ')" 2
 oq_match "first line" "$(head -1 "$t/w7.out")" "^$done_id	done	line 1\\\\n<b>line 2</b>\$"
 
 # 7. a failing --sql handler rolls its ack back: never reported
-id=$("$ONCEQ_CLI" push --queue w8 --max-attempts 5 '{"n": 8}')
+id=$("$ONCEQ_CLI" push --queue w8 --max-attempts 100 '{"n": 8}')
 "$ONCEQ_CLI" wait --timeout 3s "$id" >"$t/w8.out" 2>"$t/w8.err" &
 wp=$!
 sleep 0.3
