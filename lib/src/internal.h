@@ -260,6 +260,13 @@ void oq__one_line(char *buf);
  * sends well-formed integers; this only keeps a bad value from being UB). */
 int oq__int(const char *text);
 
+/* ---- traits.c --------------------------------------------------------- */
+
+/* The traits for engine under an override value (NULL: none): the pure
+ * rule behind oq_db_traits (onceq/traits.h), unit-tested on its own. */
+const oq_engine_traits *oq__engine_traits_pick(oq_engine engine,
+                                               const char *override);
+
 /* ---- backoff.c -------------------------------------------------------- */
 uint64_t oq__xorshift64(uint64_t *state);
 uint64_t oq__seed(void);

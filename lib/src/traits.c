@@ -38,8 +38,8 @@ const oq_engine_traits *oq_engine_traits_of(oq_engine engine)
                                        : &table[OQ_ENGINE_POSTGRES];
 }
 
-const oq_engine_traits *oq_engine_traits_pick(oq_engine engine,
-                                              const char *override)
+const oq_engine_traits *oq__engine_traits_pick(oq_engine engine,
+                                               const char *override)
 {
   if (override && strcmp(override, "cockroachdb") == 0)
     return &table[OQ_ENGINE_COCKROACH];
@@ -50,5 +50,5 @@ const oq_engine_traits *oq_engine_traits_pick(oq_engine engine,
  * one), and the switch is set before a process starts. */
 const oq_engine_traits *oq_db_traits(const oq_db *db)
 {
-  return oq_engine_traits_pick(oq_db_engine(db), getenv(OQ_TRAITS_ENV));
+  return oq__engine_traits_pick(oq_db_engine(db), getenv(OQ_TRAITS_ENV));
 }

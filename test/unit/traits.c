@@ -33,16 +33,16 @@ static void test_override(void)
 {
   const oq_engine_traits *pg = oq_engine_traits_of(OQ_ENGINE_POSTGRES);
   const oq_engine_traits *cr = oq_engine_traits_of(OQ_ENGINE_COCKROACH);
-  ASSERT(oq_engine_traits_pick(OQ_ENGINE_POSTGRES, NULL) == pg);
-  ASSERT(oq_engine_traits_pick(OQ_ENGINE_POSTGRES, "") == pg);
-  ASSERT(oq_engine_traits_pick(OQ_ENGINE_POSTGRES, "cockroachdb") == cr);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, NULL) == pg);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "") == pg);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "cockroachdb") == cr);
   /* exact value only: a near miss changes nothing */
-  ASSERT(oq_engine_traits_pick(OQ_ENGINE_POSTGRES, "CockroachDB") == pg);
-  ASSERT(oq_engine_traits_pick(OQ_ENGINE_POSTGRES, "crdb") == pg);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "CockroachDB") == pg);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "crdb") == pg);
   /* PostgreSQL's traits can never be forced onto CockroachDB (it has no
    * LISTEN or advisory lock to use) */
-  ASSERT(oq_engine_traits_pick(OQ_ENGINE_COCKROACH, "postgres") == cr);
-  ASSERT(oq_engine_traits_pick(OQ_ENGINE_COCKROACH, NULL) == cr);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_COCKROACH, "postgres") == cr);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_COCKROACH, NULL) == cr);
   ASSERT_STREQ(OQ_TRAITS_ENV, "ONCEQ_ENGINE_TRAITS");
   printf("ok override rule\n");
 }

@@ -54,10 +54,6 @@ const oq_engine_traits *oq_engine_traits_of(oq_engine engine);
 /* The traits db runs with: its engine's, or CockroachDB's when
  * ONCEQ_ENGINE_TRAITS=cockroachdb. Never NULL. */
 const oq_engine_traits *oq_db_traits(const oq_db *db);
-/* The traits for engine under an override value (NULL: none): the pure
- * rule behind oq_db_traits, for tests. */
-const oq_engine_traits *oq_engine_traits_pick(oq_engine engine,
-                                              const char *override);
 
 #ifdef __cplusplus
 }
