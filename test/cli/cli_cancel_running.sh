@@ -2,8 +2,9 @@
 # shellcheck disable=SC2016 # backquotes and $2 in single quotes are text
 # cli_cancel_running: cancelling an item while its worker runs it. The
 # worker's --sql handler writes a ledger row inside the ack transaction,
-# after a 3 s sleep; `onceq cancel` deletes the item in the meantime. The
-# ack must then be rejected: no ledger row, no item left, the worker says
+# after an 8 s sleep (room for the checks below on a loaded machine);
+# `onceq cancel` deletes the item in the meantime. The ack must then be
+# rejected: no ledger row, no item left, the worker says
 # so, and it goes on working (a second item is acknowledged normally).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../harness/oq_harness.sh
@@ -15,7 +16,7 @@ t=$OQ_TMP
 oq_q "CREATE TABLE ledger (item_id uuid NOT NULL, at timestamptz DEFAULT now())"
 id=$("$ONCEQ_CLI" push --queue slow '{"job": "cancel me"}')
 "$ONCEQ_WORKER" --queue slow --concurrency 1 \
-  --sql 'INSERT INTO ledger (item_id) SELECT $2 FROM pg_sleep(3)' \
+  --sql 'INSERT INTO ledger (item_id) SELECT $2 FROM pg_sleep(8)' \
   >"$t/worker.log" 2>&1 </dev/null &
 wpid=$!
 OQ_PIDS+=("$wpid")
