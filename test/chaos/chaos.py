@@ -544,9 +544,14 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
             self.pg_up()
         if self.blackholed:
             self.unblackhole()
+        # --drain-seconds without progress ends the drain; a soak keeps
+        # draining while the count falls (a loaded machine runs the --exec
+        # items slowly), up to four times that
         left = -1
-        drain_end = time.time() + a.drain_seconds
-        while time.time() < drain_end:
+        best = None
+        stall_end = time.time() + a.drain_seconds
+        hard_end = time.time() + a.drain_seconds * (4 if a.soak else 1)
+        while time.time() < min(stall_end, hard_end):
             self.reap_exited()
             try:
                 left = int(self.sql("SELECT count(*) FROM onceq_items", timeout=10))
@@ -554,6 +559,9 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
                 left = -1
             if left == 0:
                 break
+            if left > 0 and (best is None or left < best):
+                best = left
+                stall_end = time.time() + a.drain_seconds
             time.sleep(0.5)
         log("drained in %.0f s (left %d)" % (time.time() - t0 - fault_secs, left))
         # a last stretch: an --exec attempt of a fenced worker may still run
