@@ -1,11 +1,11 @@
 /* cli.c: helpers shared by the onceq commands (cli.h). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "say.h"
-#include "table.h"
 
 /* The one way a command's error line leaves: cm_vsay (common/src/say.h),
  * credentials masked, one line. */
@@ -119,23 +119,77 @@ int cli_transact(const cli_globals *g, const char *cmd, oq_tx_fn fn, void *ud,
   return with_db(g, cmd, run_tx, &t, suffix);
 }
 
-typedef struct query_call {
-  const char *sql;
-  int nparams;
-  const char *const *params;
-  oq_row_fn fn;
-  void *ud;
-} query_call;
-
-static oq_err run_query(oq_db *db, void *ud)
+bool cli_parse_int(const char *s, long long min, long long max, long long *out)
 {
-  query_call *q = ud;
-  return oq_db_query(db, q->sql, q->nparams, q->params, q->fn, q->ud);
+  if (!s || !*s)
+    return false;
+  const char *p = s;
+  if (*p == '-' || *p == '+')
+    p++;
+  if (!*p)
+    return false;
+  for (const char *q = p; *q; q++)
+    if (*q < '0' || *q > '9')
+      return false;
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (errno || !end || *end || v < min || v > max)
+    return false;
+  *out = v;
+  return true;
 }
 
-int cli_query(const cli_globals *g, const char *cmd, const char *sql,
-              int nparams, const char *const *params, oq_row_fn fn, void *ud)
+bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
 {
-  query_call q = {sql, nparams, params, fn, ud};
-  return with_db(g, cmd, run_query, &q, NULL);
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0)
+    return false;
+  if (a[n] == '=') {
+    *val = a + n + 1;
+    return true;
+  }
+  if (a[n] != '\0')
+    return false;
+  if (*i + 1 < argc) {
+    *i += 1;
+    *val = argv[*i];
+  } else {
+    *val = NULL;
+  }
+  return true;
+}
+
+bool cli_is_uuid(const char *s)
+{
+  if (!s || strlen(s) != 36)
+    return false;
+  for (int i = 0; i < 36; i++) {
+    char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-')
+        return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+                 (c >= 'A' && c <= 'F'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int cli_fail_db(oq_db *db, oq_err e, const char *cmd, const char *suffix)
+{
+  const char *sep = suffix && *suffix ? "; " : "";
+  if (!suffix)
+    suffix = "";
+  if (e == OQ_ERR_NOMEM)
+    return cli_fail(CLI_EXIT_RUNTIME, cmd, "out of memory%s%s", sep, suffix);
+  if (e == OQ_ERR_SCHEMA || strcmp(oq_db_sqlstate(db), "42P01") == 0)
+    return cli_fail(CLI_EXIT_USAGE, cmd,
+                    "the onceq tables are missing in this database; run "
+                    "`onceq migrate` first%s%s",
+                    sep, suffix);
+  return cli_fail(cli_exit_for(e), cmd, "%s%s%s", oq_db_errmsg(db), sep,
+                  suffix);
 }

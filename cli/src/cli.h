@@ -1,7 +1,8 @@
 /*
  * cli.h: what every `onceq` command shares: the command table entry, exit
- * codes, the parsed global options, and helpers to connect, to run one
- * transaction or statement and to report one-line errors.
+ * codes, the parsed global options, option parsing, and helpers to
+ * connect, to run one transaction and to report one-line errors. Tables,
+ * durations, times and JSON are common/src (table.h, fmt.h, jsonout.h).
  *
  * Exit codes (docs/design.md §6, docs/cli.md "Exit codes"): 0 done; 1 runtime
  * or environment failure; 2 bad usage or bad configuration, with one line
@@ -16,8 +17,11 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "fmt.h"
+#include "jsonout.h"
 #include "onceq/onceq.h"
 #include "say.h"
+#include "table.h"
 
 #define CLI_EXIT_OK CM_EXIT_OK
 #define CLI_EXIT_RUNTIME CM_EXIT_RUNTIME
@@ -67,11 +71,28 @@ oq_db *cli_connect(const cli_globals *g, const char *cmd, int *rc);
 int cli_transact(const cli_globals *g, const char *cmd, oq_tx_fn fn, void *ud,
                  const char *suffix);
 
-/* Connect for command cmd, run one statement (oq_db_query: each row to fn)
- * and close. Returns CLI_EXIT_OK, or the exit code after one line on
- * stderr (cli_fail_db). */
-int cli_query(const cli_globals *g, const char *cmd, const char *sql,
-              int nparams, const char *const *params, oq_row_fn fn, void *ud);
+/* ---- option parsing and errors ---------------------------------------- */
+
+/* Parse a strict decimal integer in [min, max]; false on anything else
+ * ("", "12x", "1e3", overflow). */
+bool cli_parse_int(const char *s, long long min, long long max, long long *out);
+/*
+ * Option matching for command parsers: true when argv[*i] is "--name" or
+ * "--name=VALUE". *val gets VALUE, or the next argument (and *i moves past
+ * it), or NULL when there is none (report "--name needs a value").
+ */
+bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
+/* True when s is a UUID in its canonical text form (8-4-4-4-12 hex). */
+bool cli_is_uuid(const char *s);
+
+/*
+ * Report a failed database call of command cmd in one line on stderr and
+ * return the exit code: a missing onceq table (SQLSTATE 42P01) says to run
+ * `onceq migrate` and gives 2; anything else prints oq_db_errmsg(db) with
+ * cli_exit_for(e). suffix (may be NULL), e.g. "nothing cancelled", ends
+ * the line after "; ".
+ */
+int cli_fail_db(oq_db *db, oq_err e, const char *cmd, const char *suffix);
 
 /* Commands (one file each: cmd_<name>.c). */
 int cmd_migrate(const cli_globals *g, int argc, char **argv);

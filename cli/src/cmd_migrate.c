@@ -38,7 +38,12 @@ int cmd_migrate(const cli_globals *g, int argc, char **argv)
   }
   if (status_only || dry_run) {
     if (g->json) {
-      printf("{\"applied\":%d,\"available\":%d}\n", applied, latest);
+      cm_json j;
+      cm_json_init(&j, stdout);
+      cm_json_obj(&j, NULL);
+      cm_json_int(&j, "applied", applied);
+      cm_json_int(&j, "available", latest);
+      cm_json_end(&j);
     } else {
       printf("applied: %d\navailable: %d\n", applied, latest);
       for (int v = 1; v <= latest; v++)

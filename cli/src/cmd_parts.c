@@ -6,14 +6,16 @@
  * round. Terms (slot, part, member, orphan) as in onceq/partition.h.
  *
  * imbalance = max / mean ready items per live owning session: 1.00 is
- * even, k means one of k owners holds everything that is ready.
+ * even, k means one of k owners holds everything that is ready. The JSON
+ * document is the partitions view (coordinator/src/views.c), which the
+ * status page serves as /api/parts.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "views.h"
 #include "table.h"
+#include "views.h"
 
 static const char parts_usage[] =
     "usage: onceq parts [--json]\n"
@@ -71,53 +73,6 @@ out:
   return rc;
 }
 
-static long total_ready(const oq_parts_report *r)
-{
-  long n = 0;
-  for (int x = 0; x < r->partitions; x++)
-    n += r->parts[x].ready;
-  return n;
-}
-
-static void print_json(FILE *f, const oq_parts_report *r)
-{
-  cm_json j;
-  cm_json_init(&j, f);
-  cm_json_obj(&j, NULL);
-  cm_json_int(&j, "partitions", r->partitions);
-  cm_json_bool(&j, "set", r->is_set);
-  cm_json_int(&j, "members", r->members);
-  cm_json_int(&j, "owners", r->owners);
-  cm_json_int(&j, "unowned", r->unowned);
-  cm_json_int(&j, "stale_rows", r->stale_rows);
-  cm_json_int(&j, "ready", total_ready(r));
-  cm_json_num(&j, "imbalance", r->imbalance);
-  cm_json_arr(&j, "parts");
-  for (int x = 0; x < r->partitions; x++) {
-    const oq_part_info *pi = &r->parts[x];
-    cm_json_obj(&j, NULL);
-    cm_json_int(&j, "part", pi->part);
-    cm_json_int(&j, "slot_lo", pi->slot_lo);
-    cm_json_int(&j, "slot_hi", pi->slot_hi);
-    if (pi->owner[0]) {
-      cm_json_str(&j, "owner", pi->owner);
-      cm_json_str(&j, "host", pi->owner_host);
-      cm_json_int(&j, "pid", pi->owner_pid);
-      cm_json_bool(&j, "live", pi->owner_live);
-    } else {
-      cm_json_raw(&j, "owner", NULL);
-      cm_json_raw(&j, "host", NULL);
-      cm_json_raw(&j, "pid", NULL);
-      cm_json_bool(&j, "live", false);
-    }
-    cm_json_int(&j, "ready", pi->ready);
-    cm_json_int(&j, "claimed", pi->claimed);
-    cm_json_end(&j);
-  }
-  cm_json_end(&j);
-  cm_json_end(&j);
-}
-
 static int print_text(const oq_parts_report *r)
 {
   if (r->is_set)
@@ -130,38 +85,38 @@ static int print_text(const oq_parts_report *r)
          r->members, r->owners, r->unowned);
   printf("ready: %ld; imbalance %.2f (max / mean ready per owner; 1.00 is "
          "even)\n",
-         total_ready(r), r->imbalance);
+         co_parts_ready(r), r->imbalance);
   if (r->stale_rows > 0)
     printf("draining: %ld ownership row(s) >= P, taken under a larger P\n",
            r->stale_rows);
-  cli_table *t = cli_table_new();
+  cm_table *t = cm_table_new();
   if (!t)
     return -1;
-  cli_table_col(t, "PART", CLI_COL_RIGHT);
-  cli_table_col(t, "SLOTS", 0);
-  cli_table_col(t, "READY", CLI_COL_RIGHT);
-  cli_table_col(t, "CLAIMED", CLI_COL_RIGHT);
-  cli_table_col(t, "PID", CLI_COL_RIGHT);
-  cli_table_col(t, "HOST", 0);
-  cli_table_col(t, "OWNER", CLI_COL_FLEX);
+  cm_table_col(t, "PART", CM_COL_RIGHT);
+  cm_table_col(t, "SLOTS", 0);
+  cm_table_col(t, "READY", CM_COL_RIGHT);
+  cm_table_col(t, "CLAIMED", CM_COL_RIGHT);
+  cm_table_col(t, "PID", CM_COL_RIGHT);
+  cm_table_col(t, "HOST", 0);
+  cm_table_col(t, "OWNER", CM_COL_FLEX);
   for (int x = 0; x < r->partitions; x++) {
     const oq_part_info *pi = &r->parts[x];
-    cli_table_cellf(t, "%d", pi->part);
-    cli_table_cellf(t, "%d-%d", pi->slot_lo, pi->slot_hi - 1);
-    cli_table_cellf(t, "%ld", pi->ready);
-    cli_table_cellf(t, "%ld", pi->claimed);
+    cm_table_cellf(t, "%d", pi->part);
+    cm_table_cellf(t, "%d-%d", pi->slot_lo, pi->slot_hi - 1);
+    cm_table_cellf(t, "%ld", pi->ready);
+    cm_table_cellf(t, "%ld", pi->claimed);
     if (pi->owner[0]) {
-      cli_table_cellf(t, "%d", pi->owner_pid);
-      cli_table_cell(t, pi->owner_host);
-      cli_table_cellf(t, "%s%s", pi->owner, pi->owner_live ? "" : " (expired)");
+      cm_table_cellf(t, "%d", pi->owner_pid);
+      cm_table_cell(t, pi->owner_host);
+      cm_table_cellf(t, "%s%s", pi->owner, pi->owner_live ? "" : " (expired)");
     } else {
-      cli_table_cell(t, NULL);
-      cli_table_cell(t, NULL);
-      cli_table_cell(t, "(none)");
+      cm_table_cell(t, NULL);
+      cm_table_cell(t, NULL);
+      cm_table_cell(t, "(none)");
     }
   }
-  int rc = cli_table_print(t, stdout, 0);
-  cli_table_free(t);
+  int rc = cm_table_print(t, stdout, 0);
+  cm_table_free(t);
   return rc;
 }
 
@@ -187,16 +142,11 @@ int cmd_parts(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (g->json)
-    print_json(stdout, r);
+    co_view_parts(stdout, r);
   else if (print_text(r) != 0)
     rc = cli_fail(CLI_EXIT_RUNTIME, "parts", "out of memory");
 out:
   oq_parts_report_free(r);
   oq_db_close(db);
   return rc;
-}
-
-void co_view_parts(FILE *f, const oq_parts_report *r)
-{
-  print_json(f, r);
 }

@@ -386,8 +386,8 @@ static void progress(push_state *st, const char *verb, bool force)
     pct = (int)(f * 100.0);
     double brate = el > 0 ? (double)st->done_bytes / el : 0;
     if (brate > 0 && st->done_bytes < st->total_bytes)
-      cli_fmt_dur((double)(st->total_bytes - st->done_bytes) / brate, eta,
-                  sizeof eta);
+      cm_fmt_dur(eta, sizeof eta,
+                 (double)(st->total_bytes - st->done_bytes) / brate);
     snprintf(extra, sizeof extra, "%s%d%%%s%s", st->tty ? "  " : ", ", pct,
              eta[0] ? (st->tty ? "  ETA " : ", ETA ") : "", eta);
   }

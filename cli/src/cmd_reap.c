@@ -9,6 +9,7 @@
  * cannot claim more items (the claim's foreign-key check waits for the
  * lock) before the delete; now() is the same for both statements.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,8 +67,8 @@ static oq_err on_expired(void *ud, int ncols, const char *const *v)
   if (!r->host)
     return OQ_ERR_NOMEM;
   r->pid = v[C_PID] ? strtol(v[C_PID], NULL, 10) : 0;
-  r->beat_ago_s = cli_num(v[C_BEAT_AGO]);
-  r->expiry_s = cli_num(v[C_EXPIRY]);
+  r->beat_ago_s = cm_atof(v[C_BEAT_AGO], NAN);
+  r->expiry_s = cm_atof(v[C_EXPIRY], NAN);
   r->claims = v[C_CLAIMS] ? strtol(v[C_CLAIMS], NULL, 10) : 0;
   c->n++;
   return OQ_OK;
@@ -142,25 +143,25 @@ int cmd_reap(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (c.n > 0) {
-    cli_table *t = cli_table_new();
-    cli_table_col(t, "SESSION", 0);
-    cli_table_col(t, "HOST", CLI_COL_FLEX);
-    cli_table_col(t, "PID", CLI_COL_RIGHT);
-    cli_table_col(t, "HEARTBEAT", CLI_COL_RIGHT);
-    cli_table_col(t, "EXPIRY", CLI_COL_RIGHT);
-    cli_table_col(t, "RELEASED", CLI_COL_RIGHT);
+    cm_table *t = cm_table_new();
+    cm_table_col(t, "SESSION", 0);
+    cm_table_col(t, "HOST", CM_COL_FLEX);
+    cm_table_col(t, "PID", CM_COL_RIGHT);
+    cm_table_col(t, "HEARTBEAT", CM_COL_RIGHT);
+    cm_table_col(t, "EXPIRY", CM_COL_RIGHT);
+    cm_table_col(t, "RELEASED", CM_COL_RIGHT);
     for (size_t k = 0; k < c.n; k++) {
       char beat[24], exp[16], id8[9];
       snprintf(id8, sizeof id8, "%.8s", c.r[k].id);
-      cli_table_cell(t, id8);
-      cli_table_cell(t, c.r[k].host[0] ? c.r[k].host : "-");
-      cli_table_cellf(t, "%ld", c.r[k].pid);
-      cli_table_cell(t, cli_fmt_ago(c.r[k].beat_ago_s, beat, sizeof beat));
-      cli_table_cell(t, cli_fmt_dur(c.r[k].expiry_s, exp, sizeof exp));
-      cli_table_cellf(t, "%ld", c.r[k].claims);
+      cm_table_cell(t, id8);
+      cm_table_cell(t, c.r[k].host[0] ? c.r[k].host : "-");
+      cm_table_cellf(t, "%ld", c.r[k].pid);
+      cm_table_cell(t, cm_fmt_ago(beat, sizeof beat, c.r[k].beat_ago_s));
+      cm_table_cell(t, cm_fmt_dur(exp, sizeof exp, c.r[k].expiry_s));
+      cm_table_cellf(t, "%ld", c.r[k].claims);
     }
-    int prc = cli_table_print(t, stdout, 0);
-    cli_table_free(t);
+    int prc = cm_table_print(t, stdout, 0);
+    cm_table_free(t);
     if (prc != 0) {
       rc = cli_fail(CLI_EXIT_RUNTIME, "reap", "out of memory");
       goto out;

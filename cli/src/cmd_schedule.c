@@ -12,10 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonout.h"
 #include "cli.h"
 #include "codb.h"
-#include "cofmt.h"
 #include "cron.h"
 #include "schedule.h"
 
@@ -40,13 +38,6 @@ static void usage(void)
 }
 
 /* "2026-11-23T08:00:00Z" for Unix seconds. */
-static void iso_utc(char *buf, size_t len, double t)
-{
-  int y, mo, d, h, mi, s, wd;
-  co_utc_to_civil((int64_t)floor(t), &y, &mo, &d, &h, &mi, &s, &wd);
-  snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", y, mo, d, h, mi, s);
-}
-
 static bool valid_name(const char *s)
 {
   size_t n = strlen(s);
@@ -60,7 +51,7 @@ static bool valid_name(const char *s)
 
 static int sched_add(const cli_globals *g, int argc, char **argv)
 {
-  char why[256], next_s[40], when[40];
+  char why[256], next_s[40];
   co_cron c;
   if (argc != 6)
     return cli_usage_error("schedule",
@@ -93,14 +84,14 @@ static int sched_add(const cli_globals *g, int argc, char **argv)
     rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
     goto out;
   }
-  int64_t now = (int64_t)floor(co_atof(co_rows_get(&r, 0, 0), 0));
+  int64_t now = (int64_t)floor(cm_atof(co_rows_get(&r, 0, 0), 0));
   co_rows_free(&r);
   int64_t next;
   if (co_cron_next(&c, now, &next) != 0) {
     rc = cli_usage_error("schedule", "cron '%s' never fires", expr);
     goto out;
   }
-  iso_utc(next_s, sizeof next_s, (double)next);
+  cm_fmt_utc(next_s, sizeof next_s, (double)next);
   const char *p[5] = {name, expr, queue, payload, next_s};
   e = co_query(db,
                "INSERT INTO onceq_schedules (name, cron, queue, payload,"
@@ -123,19 +114,19 @@ static int sched_add(const cli_globals *g, int argc, char **argv)
                   name, name);
     goto out;
   }
-  co_fmt_utc(when, sizeof when, (double)next);
   if (g->json) {
-    printf("{\"name\":");
-    cm_json_quote(stdout, name);
-    printf(",\"cron\":");
-    cm_json_quote(stdout, expr);
-    printf(",\"queue\":");
-    cm_json_quote(stdout, queue);
-    printf(",\"next_run_at\":\"%s\",\"next_run_epoch\":%lld}\n", next_s,
-           (long long)next);
+    cm_json j;
+    cm_json_init(&j, stdout);
+    cm_json_obj(&j, NULL);
+    cm_json_str(&j, "name", name);
+    cm_json_str(&j, "cron", expr);
+    cm_json_str(&j, "queue", queue);
+    cm_json_str(&j, "next_run_at", next_s);
+    cm_json_int(&j, "next_run_epoch", (long long)next);
+    cm_json_end(&j);
   } else {
     printf("added schedule %s: '%s' on queue %s; next run %s\n", name, expr,
-           queue, when);
+           queue, next_s);
   }
 out:
   co_rows_free(&r);
@@ -168,8 +159,10 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
     rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
     goto out;
   }
+  cm_json j;
+  cm_json_init(&j, stdout);
   if (json)
-    printf("[");
+    cm_json_arr(&j, NULL);
   else if (r.nrows == 0)
     printf("no schedules (add one with `onceq schedule add NAME CRON QUEUE "
            "PAYLOAD`)\n");
@@ -177,47 +170,41 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
     printf("%-14s %-14s %-10s %-16s %7s %8s\n", "NAME", "CRON", "QUEUE",
            "NEXT RUN (UTC)", "IN", "LAST");
   for (int i = 0; i < r.nrows; i++) {
-    double next = co_atof(co_rows_get(&r, i, 4), 0);
-    double last = co_atof(co_rows_get(&r, i, 5), -1);
-    double now = co_atof(co_rows_get(&r, i, 7), 0);
+    double next = cm_atof(co_rows_get(&r, i, 4), 0);
+    double last = cm_atof(co_rows_get(&r, i, 5), -1);
+    double now = cm_atof(co_rows_get(&r, i, 7), 0);
     char when[40], in[32], ago[32];
-    co_fmt_utc(when, sizeof when, next);
+    cm_fmt_utc(when, sizeof when, next);
     if (json) {
-      printf("%s{\"name\":", i ? "," : "");
-      cm_json_quote(stdout, co_rows_get(&r, i, 0));
-      printf(",\"cron\":");
-      cm_json_quote(stdout, co_rows_get(&r, i, 1));
-      printf(",\"queue\":");
-      cm_json_quote(stdout, co_rows_get(&r, i, 2));
+      cm_json_obj(&j, NULL);
+      cm_json_str(&j, "name", co_rows_get(&r, i, 0));
+      cm_json_str(&j, "cron", co_rows_get(&r, i, 1));
+      cm_json_str(&j, "queue", co_rows_get(&r, i, 2));
       /* the payload is JSON already: embed it as is */
-      char iso[40];
-      iso_utc(iso, sizeof iso, next);
-      printf(",\"payload\":%s,\"next_run_at\":\"%s\",\"next_run_epoch\":%.0f,"
-             "\"last_run_at\":",
-             co_rows_get(&r, i, 3) ? co_rows_get(&r, i, 3) : "null", iso, next);
-      if (last >= 0) {
-        iso_utc(iso, sizeof iso, last);
-        printf("\"%s\"", iso);
-      } else {
-        printf("null");
-      }
-      printf(",\"last_item_id\":");
-      cm_json_quote(stdout, co_rows_get(&r, i, 6));
-      printf("}");
+      cm_json_raw(&j, "payload", co_rows_get(&r, i, 3));
+      cm_json_str(&j, "next_run_at", when);
+      cm_json_int(&j, "next_run_epoch", (long long)llround(next));
+      if (last >= 0)
+        cm_json_str(&j, "last_run_at", cm_fmt_utc(ago, sizeof ago, last));
+      else
+        cm_json_raw(&j, "last_run_at", NULL);
+      cm_json_str(&j, "last_item_id", co_rows_get(&r, i, 6));
+      cm_json_end(&j);
     } else {
-      /* "2026-11-22 08:00" of "2026-11-22 08:00:00 UTC" */
+      /* "2026-11-22 08:00" of "2026-11-22T08:00:00Z" */
+      when[10] = ' ';
       when[16] = '\0';
-      co_fmt_age(in, sizeof in, next - now);
+      cm_fmt_dur(in, sizeof in, next - now);
       if (next < now)
         snprintf(in, sizeof in, "due");
-      co_fmt_age(ago, sizeof ago, last >= 0 ? now - last : -1);
+      cm_fmt_dur(ago, sizeof ago, last >= 0 ? now - last : -1);
       printf("%-14.14s %-14.14s %-10.10s %-16s %7s %8s\n",
              co_rows_get(&r, i, 0), co_rows_get(&r, i, 1),
              co_rows_get(&r, i, 2), when, in, ago);
     }
   }
   if (json)
-    printf("]\n");
+    cm_json_end(&j);
 out:
   co_rows_free(&r);
   oq_db_close(db);
@@ -270,12 +257,14 @@ static int sched_rm(const cli_globals *g, int argc, char **argv)
   } else if (e != OQ_OK) {
     rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
   } else if (g->json) {
-    printf("{\"removed\":[");
-    for (int i = 0; i < x.n; i++) {
-      printf("%s", i ? "," : "");
-      cm_json_quote(stdout, x.names[i]);
-    }
-    printf("]}\n");
+    cm_json j;
+    cm_json_init(&j, stdout);
+    cm_json_obj(&j, NULL);
+    cm_json_arr(&j, "removed");
+    for (int i = 0; i < x.n; i++)
+      cm_json_str(&j, NULL, x.names[i]);
+    cm_json_end(&j);
+    cm_json_end(&j);
   } else {
     for (int i = 0; i < x.n; i++)
       printf("removed schedule %s\n", x.names[i]);

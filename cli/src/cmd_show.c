@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "codb.h"
 #include "itemids.h"
-#include "table.h"
 
 static const char show_sql[] =
     "SELECT 'live', CASE WHEN i.claim IS NOT NULL THEN 'running'"
@@ -66,11 +66,6 @@ enum {
   C_NCOLS
 };
 
-typedef struct show_ctx {
-  char *row[C_NCOLS]; /* the row kept: live wins over dead over done */
-  int rank;           /* the kept row's kind: 0 none, 3 live, 2 dead, 1 done */
-} show_ctx;
-
 static int kind_rank(const char *kind)
 {
   if (!kind)
@@ -78,25 +73,18 @@ static int kind_rank(const char *kind)
   return strcmp(kind, "live") == 0 ? 3 : strcmp(kind, "dead") == 0 ? 2 : 1;
 }
 
-static oq_err on_row(void *ud, int ncols, const char *const *v)
+/* The row to show: live wins over dead over done; -1 when there is none. */
+static int best_row(const co_rows *r)
 {
-  show_ctx *c = ud;
-  if (ncols < C_NCOLS)
-    return OQ_ERR_SQL;
-  int rank = kind_rank(v[C_KIND]);
-  if (rank <= c->rank)
-    return OQ_OK;
-  c->rank = rank;
-  for (int i = 0; i < C_NCOLS; i++) {
-    free(c->row[i]);
-    c->row[i] = NULL;
-    if (!v[i])
-      continue;
-    c->row[i] = strdup(v[i]);
-    if (!c->row[i])
-      return OQ_ERR_NOMEM;
+  int best = -1, best_rank = 0;
+  for (int i = 0; i < r->nrows; i++) {
+    int rank = kind_rank(co_rows_get(r, i, C_KIND));
+    if (rank > best_rank) {
+      best = i;
+      best_rank = rank;
+    }
   }
-  return OQ_OK;
+  return best;
 }
 
 static void usage(FILE *out)
@@ -147,15 +135,15 @@ static const char *when(const char *epoch, const char *now, char *buf,
                         size_t len)
 {
   char t[32], ago[24];
-  double e = cli_num(epoch);
+  double e = cm_atof(epoch, NAN);
   if (isnan(e))
     return "-";
-  snprintf(buf, len, "%s (%s)", cli_fmt_time(e, t, sizeof t),
-           cli_fmt_ago(cli_num(now) - e, ago, sizeof ago));
+  snprintf(buf, len, "%s (%s)", cm_fmt_utc(t, sizeof t, e),
+           cm_fmt_ago(ago, sizeof ago, cm_atof(now, NAN) - e));
   return buf;
 }
 
-static void print_human(char **v)
+static void print_human(const char *const *v)
 {
   char b[96];
   const char *kind = v[C_KIND];
@@ -181,7 +169,8 @@ static void print_human(char **v)
       char ago[24];
       kv("session:", "%s (host %s, pid %s, heartbeat %s)", v[C_SESSION],
          or_dash(v[C_HOST]), or_dash(v[C_PID]),
-         cli_fmt_ago(cli_num(v[C_NOW]) - cli_num(v[C_BEAT]), ago, sizeof ago));
+         cm_fmt_ago(ago, sizeof ago,
+                    cm_atof(v[C_NOW], NAN) - cm_atof(v[C_BEAT], NAN)));
     }
   } else if (strcmp(kind, "dead") == 0) {
     kv("died_at:", "%s", when(v[C_DIED_AT], v[C_NOW], b, sizeof b));
@@ -199,7 +188,7 @@ static void print_human(char **v)
   }
 }
 
-static void print_json(char **v)
+static void print_json(const char *const *v)
 {
   cm_json j;
   cm_json_init(&j, stdout);
@@ -211,11 +200,11 @@ static void print_json(char **v)
   cm_json_raw(&j, "priority", v[C_PRIO]);
   cm_json_raw(&j, "attempts", v[C_ATT]);
   cm_json_raw(&j, "max_attempts", v[C_MAXATT]);
-  cli_json_time(&j, "created_at", cli_num(v[C_CREATED_AT]));
-  cli_json_time(&j, "run_at", cli_num(v[C_RUN_AT]));
-  cli_json_time(&j, "claimed_at", cli_num(v[C_CLAIMED_AT]));
-  cli_json_time(&j, "died_at", cli_num(v[C_DIED_AT]));
-  cli_json_time(&j, "done_at", cli_num(v[C_DONE_AT]));
+  cm_json_time(&j, "created_at", cm_atof(v[C_CREATED_AT], NAN));
+  cm_json_time(&j, "run_at", cm_atof(v[C_RUN_AT], NAN));
+  cm_json_time(&j, "claimed_at", cm_atof(v[C_CLAIMED_AT], NAN));
+  cm_json_time(&j, "died_at", cm_atof(v[C_DIED_AT], NAN));
+  cm_json_time(&j, "done_at", cm_atof(v[C_DONE_AT], NAN));
   cm_json_str(&j, "session", v[C_SESSION]);
   cm_json_str(&j, "session_host", v[C_HOST]);
   cm_json_raw(&j, "session_pid", v[C_PID]);
@@ -247,23 +236,32 @@ int cmd_show(const cli_globals *g, int argc, char **argv)
   int rc = cli_id_check("show", id, NULL);
   if (rc != CLI_EXIT_OK)
     return rc;
-  show_ctx c = {0};
+  oq_db *db = cli_connect(g, "show", &rc);
+  if (!db)
+    return rc;
+  co_rows r = {0};
   const char *params[1] = {id};
-  rc = cli_query(g, "show", show_sql, 1, params, on_row, &c);
-  if (rc != CLI_EXIT_OK)
-    goto out;
-  if (c.rank == 0) {
+  oq_err e = co_query(db, show_sql, 1, params, &r);
+  int best = e == OQ_OK ? best_row(&r) : -1;
+  if (e != OQ_OK) {
+    rc = cli_fail_db(db, e, "show", NULL);
+  } else if (best >= 0 && r.ncols < C_NCOLS) {
+    rc = cli_fail(CLI_EXIT_RUNTIME, "show", "%d columns, not %d", r.ncols,
+                  C_NCOLS);
+  } else if (best < 0) {
     rc = cli_fail(CLI_EXIT_USAGE, "show",
                   "no item %s (not live, not dead, not in the done history)",
                   id);
-    goto out;
+  } else {
+    const char *row[C_NCOLS];
+    for (int i = 0; i < C_NCOLS; i++)
+      row[i] = co_rows_get(&r, best, i);
+    if (g->json)
+      print_json(row);
+    else
+      print_human(row);
   }
-  if (g->json)
-    print_json(c.row);
-  else
-    print_human(c.row);
-out:
-  for (int i = 0; i < C_NCOLS; i++)
-    free(c.row[i]);
+  co_rows_free(&r);
+  oq_db_close(db);
   return rc;
 }

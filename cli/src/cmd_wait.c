@@ -110,7 +110,7 @@ static void print_text(const char *cmd, const oq_wait_result *r, size_t n,
               r->id);
     else
       fprintf(stderr, "onceq: %s: %s still pending after %s (--timeout)\n", cmd,
-              r->id, cli_fmt_dur((double)timeout_ms / 1000.0, d, sizeof d));
+              r->id, cm_fmt_dur(d, sizeof d, (double)timeout_ms / 1000.0));
     break;
   }
   case OQ_WAIT_UNKNOWN:

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "fmt.h"
 #include "jsonout.h"
 #include "onceq/text.h"
 
@@ -125,4 +126,21 @@ void cm_json_bool(cm_json *j, const char *key, bool val)
   json_pre(j, key);
   fputs(val ? "true" : "false", j->out);
   json_post(j);
+}
+
+void cm_json_num_or_null(cm_json *j, const char *key, double val)
+{
+  if (val < 0 || isnan(val))
+    cm_json_raw(j, key, NULL);
+  else
+    cm_json_num(j, key, val);
+}
+
+void cm_json_time(cm_json *j, const char *key, double epoch_s)
+{
+  char buf[40];
+  if (isnan(epoch_s))
+    cm_json_raw(j, key, NULL);
+  else
+    cm_json_str(j, key, cm_fmt_utc_ms(buf, sizeof buf, epoch_s));
 }

@@ -46,5 +46,11 @@ void cm_json_int(cm_json *j, const char *key, long long val);
 /* A number with three decimals; NAN and infinities write null. */
 void cm_json_num(cm_json *j, const char *key, double val);
 void cm_json_bool(cm_json *j, const char *key, bool val);
+/* A number with three decimals, or null when val is negative (the
+ * "unknown" of a rate or a lag) or not finite. */
+void cm_json_num_or_null(cm_json *j, const char *key, double val);
+/* A timestamp (epoch seconds) as an ISO-8601 UTC string with
+ * milliseconds ("2024-05-01T09:30:00.123Z", fmt.h); NAN writes null. */
+void cm_json_time(cm_json *j, const char *key, double epoch_s);
 
 #endif

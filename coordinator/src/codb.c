@@ -111,21 +111,3 @@ oq_err co_exec(oq_db *db, const char *sql, int nparams,
     *affected = e == OQ_OK ? n : 0;
   return e;
 }
-
-long co_atol(const char *s, long dflt)
-{
-  if (!s || !*s)
-    return dflt;
-  char *end = NULL;
-  long v = strtol(s, &end, 10);
-  return end && *end == '\0' ? v : dflt;
-}
-
-double co_atof(const char *s, double dflt)
-{
-  if (!s || !*s)
-    return dflt;
-  char *end = NULL;
-  double v = strtod(s, &end);
-  return end && *end == '\0' ? v : dflt;
-}

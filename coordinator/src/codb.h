@@ -44,8 +44,4 @@ OQ_MUST_CHECK oq_err co_exec(oq_db *db, const char *sql, int nparams,
 OQ_MUST_CHECK oq_err co_query_in_tx(oq_db *db, const char *sql, int nparams,
                                     const char *const *params, co_rows *out);
 
-/* Parse helpers for values from co_rows: NULL or junk gives dflt. */
-long co_atol(const char *s, long dflt);
-double co_atof(const char *s, double dflt);
-
 #endif

@@ -19,6 +19,7 @@
 
 #include "codb.h"
 #include "cofmt.h"
+#include "fmt.h"
 #include "qstats.h"
 
 #define CAP1 "100001"
@@ -180,7 +181,7 @@ static long grouped_count(const co_rows *r, const char *queue, int col,
   for (int i = 0; i < r->nrows; i++) {
     const char *q = co_rows_get(r, i, 0);
     if (q && strcmp(q, queue) == 0)
-      return co_atol(co_rows_get(r, i, col), dflt);
+      return cm_atol(co_rows_get(r, i, col), dflt);
   }
   return dflt;
 }
@@ -216,12 +217,12 @@ static oq_err queue_detail(oq_db *db, co_qstat *qs)
     e = co_query(db, SQL_PRIORITY, 5, p, &r);
     if (e != OQ_OK)
       break;
-    qs->ready += co_atol(co_rows_get(&r, 0, 0), 0);
-    qs->scheduled += co_atol(co_rows_get(&r, 0, 1), 0);
-    double age = co_atof(co_rows_get(&r, 0, 2), -1);
+    qs->ready += cm_atol(co_rows_get(&r, 0, 0), 0);
+    qs->scheduled += cm_atol(co_rows_get(&r, 0, 1), 0);
+    double age = cm_atof(co_rows_get(&r, 0, 2), -1);
     if (age >= 0 && age > qs->lag_s)
       qs->lag_s = age;
-    qs->new_live_60s += co_atol(co_rows_get(&r, 0, 4), 0);
+    qs->new_live_60s += cm_atol(co_rows_get(&r, 0, 4), 0);
     const char *lower = co_rows_get(&r, 0, 3);
     if (lower)
       snprintf(prio, sizeof prio, "%s", lower);
@@ -232,7 +233,7 @@ static oq_err queue_detail(oq_db *db, co_qstat *qs)
   if (e == OQ_OK) {
     e = co_query(db, SQL_DEAD_COUNT, 1, p1, &r);
     if (e == OQ_OK)
-      qs->dead = co_atol(co_rows_get(&r, 0, 0), 0);
+      qs->dead = cm_atol(co_rows_get(&r, 0, 0), 0);
     co_rows_free(&r);
   }
   return e;
@@ -262,14 +263,14 @@ static oq_err sessions(oq_db *db, co_snapshot *out)
     co_sstat *s = &out->s[out->ns++];
     s->id = dup_or_empty(co_rows_get(&r, i, 0));
     s->hostname = dup_or_empty(co_rows_get(&r, i, 1));
-    s->pid = co_atol(co_rows_get(&r, i, 2), 0);
+    s->pid = cm_atol(co_rows_get(&r, i, 2), 0);
     s->version = dup_or_empty(co_rows_get(&r, i, 3));
     s->queues = dup_or_empty(co_rows_get(&r, i, 4));
-    s->heartbeat_age_s = co_atof(co_rows_get(&r, i, 5), 0);
-    s->expiry_s = co_atof(co_rows_get(&r, i, 6), 0);
-    s->age_s = co_atof(co_rows_get(&r, i, 7), 0);
-    s->claims = co_atol(co_rows_get(&r, i, 8), 0);
-    s->leader = co_atol(co_rows_get(&r, i, 9), 0) != 0;
+    s->heartbeat_age_s = cm_atof(co_rows_get(&r, i, 5), 0);
+    s->expiry_s = cm_atof(co_rows_get(&r, i, 6), 0);
+    s->age_s = cm_atof(co_rows_get(&r, i, 7), 0);
+    s->claims = cm_atol(co_rows_get(&r, i, 8), 0);
+    s->leader = cm_atol(co_rows_get(&r, i, 9), 0) != 0;
     s->coordinator = strncmp(s->version, CO_COORDINATOR_VERSION_PREFIX,
                              strlen(CO_COORDINATOR_VERSION_PREFIX)) == 0 ||
                      s->leader;
@@ -290,8 +291,8 @@ oq_err co_snapshot_take(oq_db *db, bool with_sessions, co_snapshot *out)
   out->mono_ms = oq_monotonic_ms();
   oq_err e = co_query(db, SQL_NOW, 0, NULL, &r);
   if (e == OQ_OK) {
-    out->now_s = co_atof(co_rows_get(&r, 0, 0), 0);
-    out->history = co_atol(co_rows_get(&r, 0, 1), 0) != 0;
+    out->now_s = cm_atof(co_rows_get(&r, 0, 0), 0);
+    out->history = cm_atol(co_rows_get(&r, 0, 1), 0) != 0;
   }
   co_rows_free(&r);
   if (e == OQ_OK)
@@ -321,7 +322,7 @@ oq_err co_snapshot_take(oq_db *db, bool with_sessions, co_snapshot *out)
   }
   long running_total = 0;
   for (int i = 0; i < running.nrows; i++)
-    running_total += co_atol(co_rows_get(&running, i, 1), 0);
+    running_total += cm_atol(co_rows_get(&running, i, 1), 0);
   for (int i = 0; i < show && e == OQ_OK; i++) {
     co_qstat *qs = &out->q[out->nq++];
     qs->queue = ns.v[i];
@@ -345,9 +346,9 @@ oq_err co_snapshot_take(oq_db *db, bool with_sessions, co_snapshot *out)
     if (co_query(db, SQL_COUNTERS, 0, NULL, &r) == OQ_OK &&
         co_rows_get(&r, 0, 0)) {
       out->counters = true;
-      out->items_ins = co_atol(co_rows_get(&r, 0, 0), 0);
-      out->items_del = co_atol(co_rows_get(&r, 0, 1), 0);
-      out->dead_ins = co_atol(co_rows_get(&r, 0, 2), 0);
+      out->items_ins = cm_atol(co_rows_get(&r, 0, 0), 0);
+      out->items_del = cm_atol(co_rows_get(&r, 0, 1), 0);
+      out->dead_ins = cm_atol(co_rows_get(&r, 0, 2), 0);
     }
     co_rows_free(&r);
   }

@@ -5,6 +5,7 @@
 
 #include "codb.h"
 #include "cron.h"
+#include "fmt.h"
 #include "schedule.h"
 
 /* next_run_at comes back as text and goes into the compare-and-set as
@@ -77,7 +78,7 @@ static oq_err fire_tx(oq_db *db, void *ud)
   oq_err e = co_query_in_tx(db, SQL_CAS, 3, cas, &r);
   if (e == OQ_OK && r.nrows == 1) {
     f->advanced = true;
-    f->still_due = co_atol(co_rows_get(&r, 0, 0), 0) != 0;
+    f->still_due = cm_atol(co_rows_get(&r, 0, 0), 0) != 0;
     const char *ins[3] = {f->queue, f->payload, f->key};
     e = co_query_in_tx(db, SQL_ENQUEUE, 3, ins, &r);
     if (e == OQ_OK && co_rows_get(&r, 0, 0)) {
@@ -88,13 +89,6 @@ static oq_err fire_tx(oq_db *db, void *ud)
   }
   co_rows_free(&r);
   return e;
-}
-
-static void iso_utc(char *buf, size_t len, long long t)
-{
-  int y, mo, d, h, mi, s, wd;
-  co_utc_to_civil(t, &y, &mo, &d, &h, &mi, &s, &wd);
-  snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", y, mo, d, h, mi, s);
 }
 
 oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
@@ -121,7 +115,7 @@ oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
     }
     char due_text[64];
     snprintf(due_text, sizeof due_text, "%s", co_rows_get(&due, i, 4));
-    double due_s = co_atof(co_rows_get(&due, i, 5), 0);
+    double due_s = cm_atof(co_rows_get(&due, i, 5), 0);
     /* each occurrence: its own transaction; the text of the next due time
      * comes from the database again so the compare-and-set stays exact */
     for (int k = 0; k < CO_SCHEDULE_CATCHUP && !*stop; k++) {
@@ -142,7 +136,7 @@ oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
                name, expr, due_sec, name);
         break;
       }
-      iso_utc(f.next_text, sizeof f.next_text, (long long)next);
+      cm_fmt_utc(f.next_text, sizeof f.next_text, (double)next);
       co_schedule_key(f.key, sizeof f.key, name, due_sec);
       e = oq_db_transact(db, fire_tx, &f);
       if (e != OQ_OK)
@@ -176,7 +170,7 @@ oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
       if (e != OQ_OK || cur.nrows != 1)
         break;
       snprintf(due_text, sizeof due_text, "%s", co_rows_get(&cur, 0, 0));
-      due_s = co_atof(co_rows_get(&cur, 0, 1), 0);
+      due_s = cm_atof(co_rows_get(&cur, 0, 1), 0);
       co_rows_free(&cur);
     }
     co_rows_free(&cur);

@@ -20,7 +20,9 @@
 #include <string.h>
 
 #include "cofmt.h"
+#include "fmt.h"
 #include "qstats.h"
+#include "stats_view.h"
 #include "status_page.h"
 #include "views.h"
 
@@ -169,7 +171,7 @@ static oq_err dead_row(void *ud, int ncols, const char *const *v)
   if (ncols < 7)
     return OQ_ERR_SQL;
   d->n++;
-  co_fmt_age(ago, sizeof ago, v[4] ? strtod(v[4], NULL) : -1);
+  cm_fmt_dur(ago, sizeof ago, v[4] ? strtod(v[4], NULL) : -1);
   fputs("<tr class=\"dead\"><td><code>", d->f);
   html_text(d->f, v[0]);
   fputs("</code></td><td>", d->f);
@@ -206,7 +208,7 @@ static void page_queues(FILE *f, const co_snapshot *s, const co_view_hint *h,
     co_fmt_count(c[1], sizeof c[1], q->scheduled);
     co_fmt_count(c[2], sizeof c[2], q->running);
     co_fmt_count(c[3], sizeof c[3], q->dead);
-    co_fmt_age(lag, sizeof lag, q->lag_s);
+    cm_fmt_dur(lag, sizeof lag, q->lag_s);
     co_fmt_rate(in, sizeof in, h[i].in_per_min);
     co_fmt_rate(done, sizeof done, h[i].done_per_min);
     fputs("<tr data-queue=\"", f);
@@ -245,9 +247,9 @@ static void page_sessions(FILE *f, const co_snapshot *s)
   for (int i = 0; i < s->ns && i < SESSIONS_SHOWN; i++) {
     const co_sstat *x = &s->s[i];
     char beat[32], exp[32], age[32], claims[32];
-    co_fmt_age(beat, sizeof beat, x->heartbeat_age_s);
-    co_fmt_age(exp, sizeof exp, x->expiry_s);
-    co_fmt_age(age, sizeof age, x->age_s);
+    cm_fmt_dur(beat, sizeof beat, x->heartbeat_age_s);
+    cm_fmt_dur(exp, sizeof exp, x->expiry_s);
+    cm_fmt_dur(age, sizeof age, x->age_s);
     co_fmt_count(claims, sizeof claims, x->claims);
     bool late = x->heartbeat_age_s > x->expiry_s;
     fputs("<tr class=\"session\" data-session=\"", f);
@@ -330,7 +332,7 @@ static oq_err page(co_status *st, FILE *f, const co_snapshot *s,
   for (int i = 0; i < s->ns; i++)
     workers += !s->s[i].coordinator;
   char when[40], cr[32], cc[32], cd[32];
-  co_fmt_utc(when, sizeof when, s->now_s);
+  cm_fmt_utc(when, sizeof when, s->now_s);
   co_fmt_count(cr, sizeof cr, ready);
   co_fmt_count(cc, sizeof cc, running);
   co_fmt_count(cd, sizeof cd, dead);
@@ -439,9 +441,9 @@ static oq_err build(co_status *st, route r, FILE *f)
 {
   oq_db *db = st->db;
   if (r == R_SESSIONS)
-    return co_view_sessions(f, db) == 0 ? OQ_OK : OQ_ERR_SQL;
+    return co_view_sessions(f, db);
   if (r == R_DEAD)
-    return co_view_dead(f, db, DEAD_SHOWN) == 0 ? OQ_OK : OQ_ERR_SQL;
+    return co_view_dead(f, db, DEAD_SHOWN);
   if (r == R_PARTS) {
     oq_parts_report *p = NULL;
     oq_err e = oq_parts_report_read(db, &p);
@@ -456,7 +458,7 @@ static oq_err build(co_status *st, route r, FILE *f)
     return e;
   const co_snapshot *old = st->have_last ? &st->last : NULL;
   if (r == R_STATS)
-    e = co_view_stats(f, db, &s, old) == 0 ? OQ_OK : OQ_ERR_NOMEM;
+    e = co_view_stats(f, db, true, &s, old) == 0 ? OQ_OK : OQ_ERR_NOMEM;
   else
     e = page(st, f, &s, old);
   if (st->have_last)

@@ -1,43 +1,74 @@
 /*
- * views.h: the read commands' `--json` documents written to any stream,
- * so the status page (status_page.c) serves exactly the shapes the CLI
- * prints. Each function lives beside its command (cmd_stats.c,
- * cmd_sessions.c, cmd_list.c, cmd_parts.c) and shares its code.
+ * views.h: the read views `onceq list`, `onceq sessions` and `onceq parts`
+ * print, and the status page (status_page.c) serves as JSON: one
+ * statement and one row printer each, so the CLI's `--json` output and
+ * /api/sessions, /api/dead and /api/parts have one shape. The stats view
+ * is stats_view.h.
  *
- * Thread safety: each call uses the caller's db and stream, on one thread.
+ * A listing view writes into a cm_listing (common/src/listing.h): a table
+ * for people, or one buffered JSON document {"<key>":[row,...],...}. The
+ * caller opens it with the view's *_open, reads rows with *_read (errors
+ * are on db, as for any oq_db call), then prints it.
+ *
+ * Thread safety: each call uses the caller's db, listing and stream, on
+ * one thread.
  */
 #ifndef ONCEQ_COORD_VIEWS_H
 #define ONCEQ_COORD_VIEWS_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
+#include "listing.h"
 #include "onceq/onceq.h"
-#include "qstats.h"
 
-/* `onceq stats --json` for snapshot s, with rates against old (may be
- * NULL). 0, or -1 when out of memory. */
-int co_view_stats(FILE *f, oq_db *db, const co_snapshot *s,
-                  const co_snapshot *old);
+/* ---- sessions: `onceq sessions`, /api/sessions ------------------------ */
 
-/* One queue's rates and scaling hint, as `onceq stats` computes them. */
-typedef struct co_view_hint {
-  double in_per_min;   /* arrivals; -1 unknown */
-  double done_per_min; /* completions; -1 unknown */
-  char text[320];      /* the hint; "" when there is none per queue */
-} co_view_hint;
+typedef struct co_sessions_sum {
+  long n;      /* sessions read */
+  long claims; /* items they hold */
+} co_sessions_sum;
 
-/* The per-queue hints (q: s->nq entries) and the one over all queues
- * (total). 0, or -1 when out of memory. */
-int co_view_hints(const co_snapshot *s, const co_snapshot *old, co_view_hint *q,
-                  co_view_hint *total);
+/* Open l for the sessions view: JSON key "sessions", or its table.
+ * CM_EXIT_OK or CM_EXIT_RUNTIME (listing.h). */
+int co_sessions_open(cm_listing *l, bool json);
+/* The sessions, oldest first, into l; *sum counts them. */
+OQ_MUST_CHECK oq_err co_sessions_read(oq_db *db, cm_listing *l,
+                                      co_sessions_sum *sum);
+/* `onceq sessions --json` to f. */
+OQ_MUST_CHECK oq_err co_view_sessions(FILE *f, oq_db *db);
 
-/* `onceq sessions --json`. CLI exit code (0 ok). */
-int co_view_sessions(FILE *f, oq_db *db);
+/* ---- items: `onceq list`, /api/dead ----------------------------------- */
 
-/* `onceq list --state dead --limit N --json`. CLI exit code (0 ok). */
-int co_view_dead(FILE *f, oq_db *db, long limit);
+/* The states of an item (computed, not stored: views.c says how). */
+enum {
+  CO_ITEMS_ALL = -1,
+  CO_ITEMS_RUNNING,
+  CO_ITEMS_READY,
+  CO_ITEMS_SCHEDULED,
+  CO_ITEMS_DEAD,
+  CO_ITEMS_NSTATES
+};
+/* "running", "ready", "scheduled", "dead": a CO_ITEMS_* state's name. */
+extern const char *const co_item_states[CO_ITEMS_NSTATES];
 
-/* `onceq parts --json` for report r. */
+/* Open l for the items of state (a CO_ITEMS_* value): JSON key "items",
+ * or the table (with CO_ITEMS_DEAD the last column is the last error). */
+int co_items_open(cm_listing *l, bool json, int state);
+/* Up to limit items of state in queue (NULL: every queue) into l, in an
+ * operator's order: running (longest first), ready (claim order),
+ * scheduled (soonest first), dead (newest first). *n gets the rows read,
+ * up to limit + 1: more than limit means there are more. */
+OQ_MUST_CHECK oq_err co_items_read(oq_db *db, const char *queue, int state,
+                                   long limit, cm_listing *l, long *n);
+/* `onceq list --state dead --limit N --json` to f. */
+OQ_MUST_CHECK oq_err co_view_dead(FILE *f, oq_db *db, long limit);
+
+/* ---- partitions: `onceq parts`, /api/parts ---------------------------- */
+
+/* The ready items over every part of r. */
+long co_parts_ready(const oq_parts_report *r);
+/* `onceq parts --json` for report r to f. */
 void co_view_parts(FILE *f, const oq_parts_report *r);
 
 #endif

@@ -9,15 +9,12 @@ target_include_directories(unit_coord_cron PRIVATE
                            ${PROJECT_SOURCE_DIR}/coordinator/src)
 
 # Integration, C: four firers race co_schedule_fire_due on one schedule;
-# each occurrence must be enqueued once (the compare-and-set).
+# each occurrence must be enqueued once (the compare-and-set). Linked
+# against the coordinator's library (onceq_coordinator).
 oq_add_test(it_coord_schedule_race LABEL integration TIMEOUT 120
-            SOURCES ${CMAKE_CURRENT_LIST_DIR}/schedule_race.c
-                    ${PROJECT_SOURCE_DIR}/coordinator/src/schedule.c
-                    ${PROJECT_SOURCE_DIR}/coordinator/src/codb.c
-                    ${PROJECT_SOURCE_DIR}/coordinator/src/cron.c)
-target_include_directories(it_coord_schedule_race PRIVATE
-                           ${PROJECT_SOURCE_DIR}/coordinator/src)
-target_link_libraries(it_coord_schedule_race PRIVATE Threads::Threads m)
+            SOURCES ${CMAKE_CURRENT_LIST_DIR}/schedule_race.c)
+target_link_libraries(it_coord_schedule_race PRIVATE onceq_coordinator
+                      Threads::Threads m)
 
 # Integration (LABEL integration): bash scripts that run the real `onceq`
 # binary against a private database per test from the harness

@@ -1,0 +1,41 @@
+/*
+ * stats_view.h: the stats view: a snapshot (qstats.h) against an older
+ * one turned into rates and scaling hints, printed as `onceq stats`
+ * prints it (a table, or with json its `--json` object) and as the status
+ * page serves it (/api/stats, and the hints on the page). One
+ * implementation, so the two never differ in shape.
+ *
+ * Thread safety: each call uses the caller's db and stream, on one thread.
+ */
+#ifndef ONCEQ_COORD_STATS_VIEW_H
+#define ONCEQ_COORD_STATS_VIEW_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "onceq/onceq.h"
+#include "qstats.h"
+
+/* Rates are taken over the last this many seconds: with history in one
+ * snapshot, else (--watch) between samples up to this far apart. */
+#define CO_STATS_WINDOW_S 60.0
+
+/* One frame of `onceq stats` (json: `onceq stats --json`, one line) for
+ * snapshot s, with rates against old (may be NULL), to f. 0, or -1 when
+ * out of memory (nothing printed). */
+int co_view_stats(FILE *f, oq_db *db, bool json, const co_snapshot *s,
+                  const co_snapshot *old);
+
+/* One queue's rates and scaling hint, as `onceq stats` computes them. */
+typedef struct co_view_hint {
+  double in_per_min;   /* arrivals; -1 unknown */
+  double done_per_min; /* completions; -1 unknown */
+  char text[320];      /* the hint; "" when there is none per queue */
+} co_view_hint;
+
+/* The per-queue hints (q: s->nq entries) and the one over all queues
+ * (total). 0, or -1 when out of memory. */
+int co_view_hints(const co_snapshot *s, const co_snapshot *old, co_view_hint *q,
+                  co_view_hint *total);
+
+#endif
