@@ -22,7 +22,11 @@ else
 fi
 SQL='INSERT INTO ledger (item_id, n)
      SELECT $2, ($1->>'"'n'"')::int FROM pg_sleep('"$HANDLER_SLEEP"')'
-FAST=(--heartbeat-interval 200ms --session-expiry 1600ms --poll-interval 200ms)
+# --batch 4: acks of a few items each, so that A always holds claims while
+# the ledger grows (with the default 64, A's share commits in one go and
+# "acked some and holds claims" may never be seen)
+FAST=(--heartbeat-interval 200ms --session-expiry 1600ms --poll-interval 200ms
+  --batch 4)
 
 oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL, n int NOT NULL);
         INSERT INTO onceq_items (payload)
