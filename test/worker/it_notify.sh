@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016 # $1..$4 in --sql statements are for the server
 # it_notify.sh: LISTEN/NOTIFY wakes an idle worker. With --poll-interval
-# 10s, a committed enqueue (a plain psql INSERT) starts running well before
+# 60s, a committed enqueue (a plain psql INSERT) starts running well before
 # the next poll: the handler's clock_timestamp() minus the item's
 # created_at (both the server's clock, read inside the ack transaction)
 # must be < 2 s; it is printed. A rolled-back enqueue neither wakes the
@@ -14,7 +14,7 @@ SQL='INSERT INTO ledger (item_id, created_at, started_at)
 oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL, created_at timestamptz,
                              started_at timestamptz NOT NULL)" >/dev/null
 
-oq_worker_start idle --poll-interval 10s --sql "$SQL"
+oq_worker_start idle --poll-interval 60s --sql "$SQL"
 w=$OQ_LAST_PID
 # the claim loop's connection (application_name onceq-worker): the start of
 # its last query tells when it last claimed
@@ -35,12 +35,12 @@ for round in 1 2 3; do
   id=$(oq_sql "INSERT INTO onceq_items (payload) VALUES ('{\"round\": $round}')
                RETURNING id")
   ran() { [ "$(oq_sql "SELECT count(*) FROM ledger WHERE item_id = '$id'")" = 1 ]; }
-  # bounded at 5 s, under the next poll (7.5-10 s after the last claim)
+  # bounded at 5 s, well under the next poll (45-60 s after the last claim)
   oq_wait_until 5 "round $round's item to run" ran
   lat=$(oq_sql "SELECT round(extract(epoch FROM started_at - created_at) * 1000)
                 FROM ledger WHERE item_id = '$id'")
   oq_metric "notify_wakeup_latency_round$round" "$lat" ms \
-    "enqueue to handler start, --poll-interval 10s"
+    "enqueue to handler start, --poll-interval 60s"
   [ "$lat" -gt "$lat_max" ] && lat_max=$lat
 done
 oq_check_le "worst enqueue-to-start latency (ms)" "$lat_max" 2000
@@ -60,9 +60,10 @@ oq_check "claim queries after a rolled-back enqueue (last query start)" \
 oq_check "ledger rows" "$(oq_sql 'SELECT count(*) FROM ledger')" 3
 oq_check "items" "$(oq_sql 'SELECT count(*) FROM onceq_items')" 0
 # The window above proves "no wake-up" only if no poll could fall in it:
-# the next poll comes 7.5-10 s after the last claim (qs_before).
-oq_check_le "seconds from the last claim to the end of the window (< 7.5 s poll)" \
-  "$(oq_sql "SELECT ceil(extract(epoch FROM now() - '$qs_before'::timestamptz))")" 7
+# the next poll comes 45-60 s after the last claim (qs_before; 60 s, not
+# 10: on a loaded machine the window took over 7.5 s).
+oq_check_le "seconds from the last claim to the end of the window (< 45 s poll)" \
+  "$(oq_sql "SELECT ceil(extract(epoch FROM now() - '$qs_before'::timestamptz))")" 44
 oq_check "worker alive" "$(oq_alive "$w" && echo yes || echo no)" yes
 oq_stop "$w" 10
 oq_check "exit code after SIGTERM" "$OQ_RC" 0
