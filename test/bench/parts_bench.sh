@@ -61,15 +61,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 CMDLINE="$0"
 for a in "$@"; do CMDLINE+=" $(printf '%q' "$a")"; done
 
-usage() {
-  sed -n '2,/^set -euo pipefail$/p' "${BASH_SOURCE[0]}" | sed '$d' |
-    sed 's/^# \{0,1\}//'
-}
-die() {
-  echo "test/bench/parts_bench.sh: $*" >&2
-  exit 2
-}
-log() { printf '\n==> %s\n' "$*"; }
+BENCH_NAME=test/bench/parts_bench.sh
+OUR_PIDS=()
+# shellcheck source=bench_server.sh
+. "$ROOT/test/bench/bench_server.sh"
 
 BUILD=""
 N=20000
@@ -108,49 +103,7 @@ LEG_LIMIT_S=600 # a leg that takes longer is stopped and reported as such
 
 # ---------------------------------------------------------------- server
 WORK=""
-PG_DATA=""
-PG_PORT=""
-PG_PID=""
-PG_OSUSER=""
-OUR_PIDS=()
-
-# shellcheck source=../../deploy/lib/pglocal.sh
-. "$ROOT/deploy/lib/pglocal.sh"
-as_pg() { PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_as_pg "$@"; }
-stop_our_pids() { # SIGTERM each, then SIGKILL after 5 s, by pid
-  local p
-  for p in "${OUR_PIDS[@]}"; do
-    if pgl_alive "$p"; then kill -TERM "$p" 2>/dev/null || true; fi
-  done
-  for p in "${OUR_PIDS[@]}"; do
-    for _ in $(seq 1 50); do
-      pgl_alive "$p" || break
-      sleep 0.1
-    done
-    if pgl_alive "$p"; then kill -KILL "$p" 2>/dev/null || true; fi
-    wait "$p" 2>/dev/null || true
-  done
-  OUR_PIDS=()
-}
-stop_server() {
-  [ -n "$PG_DATA" ] || return 0
-  PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_stop "$PG_DATA" "$PG_PID"
-}
-cleanup() {
-  local rc=$?
-  trap '' INT TERM
-  set +e
-  stop_our_pids
-  if [ -n "$WORK" ]; then
-    stop_server
-    [ -f "$WORK/postgres.log" ] && cp "$WORK/postgres.log" "$LOG_DIR/" 2>/dev/null
-    rm -rf "$WORK"
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_on_exit
 
 for t in "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/psql"; do
   [ -x "$t" ] || die "missing $t (apt-get install postgresql-15)"
@@ -182,33 +135,12 @@ CLI="$BUILD/cli/onceq"
 
 log "server"
 WORK=$(mktemp -d /tmp/onceq-parts-bench.XXXXXX)
-PG_DATA="$WORK/data"
-if [ "$(id -u)" -eq 0 ]; then
-  PG_OSUSER=postgres
-  chown postgres: "$WORK"
-fi
-chmod 700 "$WORK"
-as_pg "$PGBIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --no-locale \
-  >"$LOG_DIR/initdb.log" 2>&1 || { cat "$LOG_DIR/initdb.log" >&2; die "initdb failed"; }
-as_pg touch "$WORK/postgres.log"
-as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
-listen_addresses = '127.0.0.1'
-port = 0
-unix_socket_directories = '$WORK'
-max_connections = 300
-shared_buffers = 256MB
-fsync = on
-synchronous_commit = on
-log_line_prefix = '%m [%p] %d '
+# The log is parsed per database (" $db "), hence the short prefix.
+bench_server_start "$WORK" "$LOG_DIR" 300 '%m [%p] %d ' 700 <<'EOF'
 log_parameter_max_length = 0
-log_min_messages = warning
 log_lock_waits = on
 deadlock_timeout = 10ms
 EOF
-PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_start "$PG_DATA" "$WORK/postgres.log" ||
-  die "PostgreSQL did not start"
-PG_PORT=$PGL_PORT
-PG_PID=$PGL_PID
 ADMIN="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres sslmode=disable"
 psql_admin() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$ADMIN" "$@"; }
 echo "postgres: pid $PG_PID, 127.0.0.1:$PG_PORT"

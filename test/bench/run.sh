@@ -66,14 +66,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 CMDLINE="$0"
 for a in "$@"; do CMDLINE+=" $(printf '%q' "$a")"; done
 
-usage() {
-  sed -n '2,/^set -euo pipefail$/p' "${BASH_SOURCE[0]}" | sed '$d' |
-    sed 's/^# \{0,1\}//'
-}
-die() {
-  echo "test/bench/run.sh: $*" >&2
-  exit 2
-}
+BENCH_NAME=test/bench/run.sh
+OUR_PIDS=() # workers and bench programs we started (not the server)
+# shellcheck source=bench_server.sh
+. "$ROOT/test/bench/bench_server.sh"
 
 BUILD=""
 QUICK=0
@@ -160,59 +156,10 @@ PGBENCH_JOBS=2
 now() { date +%s.%N; }
 # calc EXPR: awk arithmetic, printed with %.6g unless a format is given.
 calc() { awk "BEGIN { printf \"${2:-%.6g}\", ($1) }"; }
-log() { printf '\n==> %s\n' "$*"; }
-
-IS_ROOT=0
-[ "$(id -u)" -eq 0 ] && IS_ROOT=1
 WORK=""
-PG_DATA=""
-PG_PORT=""
-PG_PID=""
-PG_OSUSER=""
 LOG_DIR="$ROOT/build/bench-logs"
-OUR_PIDS=() # workers and bench programs we started (not the server)
 
-# shellcheck source=../../deploy/lib/pglocal.sh
-. "$ROOT/deploy/lib/pglocal.sh"
-as_pg() { PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_as_pg "$@"; }
-
-stop_our_pids() {
-  local p
-  for p in "${OUR_PIDS[@]}"; do
-    pgl_alive "$p" && kill -TERM "$p" 2>/dev/null
-  done
-  for p in "${OUR_PIDS[@]}"; do
-    for _ in $(seq 1 50); do
-      pgl_alive "$p" || break
-      sleep 0.1
-    done
-    pgl_alive "$p" && kill -KILL "$p" 2>/dev/null
-  done
-  OUR_PIDS=()
-  return 0
-}
-
-stop_server() {
-  [ -n "$PG_DATA" ] || return 0
-  PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_stop "$PG_DATA" "$PG_PID"
-}
-
-cleanup() {
-  local rc=$?
-  trap '' INT TERM
-  set +e
-  stop_our_pids
-  if [ -n "$WORK" ]; then
-    stop_server
-    [ -f "$WORK/postgres.log" ] && cp "$WORK/postgres.log" "$LOG_DIR/" \
-      2>/dev/null
-    rm -rf "$WORK"
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_on_exit
 
 # ---------------------------------------------------------------- header
 echo "command: (cd $(printf '%q' "$PWD") && $CMDLINE)"
@@ -280,40 +227,12 @@ echo "built: onceq-worker, noop_bench, bench_tool (against $LIBA)"
 
 # ---------------------------------------------------------------- server
 log "PostgreSQL 15 in $WORK"
-PG_DATA="$WORK/data"
-if [ $IS_ROOT -eq 1 ]; then
-  id postgres >/dev/null 2>&1 || die "no OS user 'postgres' to run the server"
-  PG_OSUSER=postgres
-  chown postgres: "$WORK"
-fi
-chmod 711 "$WORK"
-as_pg "$PGBIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 \
-  --no-locale >"$LOG_DIR/initdb.log" 2>&1 ||
-  { cat "$LOG_DIR/initdb.log" >&2; die "initdb failed"; }
-as_pg touch "$WORK/postgres.log"
-as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
-
-# ---- test/bench/run.sh: realistic durability
-listen_addresses = '127.0.0.1'
-port = 0
-unix_socket_directories = '$WORK'
-max_connections = 200
-shared_buffers = 256MB
-fsync = on
-synchronous_commit = on
-log_line_prefix = '%m [%p] %q%u@%d '
-log_min_messages = warning
+bench_server_start "$WORK" "$LOG_DIR" 200 '%m [%p] %q%u@%d ' 711 <<'EOF'
 # only to count claim statements per leg (items per claim)
 shared_preload_libraries = 'pg_stat_statements'
 EOF
-PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_start "$PG_DATA" "$WORK/postgres.log" ||
-  die "PostgreSQL did not start"
-PG_PORT=$PGL_PORT
-PG_PID=$PGL_PID
 
-unset PGHOST PGHOSTADDR PGPORT PGUSER PGPASSWORD PGDATABASE PGSERVICE \
-  PGOPTIONS ONCEQ_DATABASE_URL DATABASE_URL
-export PGPASSFILE=/nonexistent/onceq-bench-pgpass
+bench_own_env
 ADMIN="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres sslmode=disable"
 DSN="host=127.0.0.1 port=$PG_PORT user=postgres dbname=onceq_bench sslmode=disable"
 q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$DSN" -c "$1"; }
@@ -576,13 +495,7 @@ for _ in $(seq 1 300); do
   [ "$(q "SELECT count(*) FROM lat")" -ge "$LAT_N" ] && break
   sleep 0.1
 done
-kill -TERM "$LPID" 2>/dev/null || true
-for _ in $(seq 1 400); do
-  pgl_alive "$LPID" || break
-  sleep 0.1
-done
-pgl_alive "$LPID" && kill -KILL "$LPID" 2>/dev/null
-wait "$LPID" 2>/dev/null || true
+stop_pid "$LPID" 400
 OUR_PIDS=()
 # From commit: committed_at is clock_timestamp() of the client's next
 # statement, right after COMMIT returned (one loopback round trip late).

@@ -79,14 +79,10 @@ NODEDIR="$HERE/node"
 CMDLINE="./test/bench/peers/run.sh"
 for a in "$@"; do CMDLINE+=" $(printf '%q' "$a")"; done
 
-usage() {
-  sed -n '2,/^set -euo pipefail$/p' "${BASH_SOURCE[0]}" | sed '$d' |
-    sed 's/^# \{0,1\}//'
-}
-die() {
-  echo "test/bench/peers/run.sh: $*" >&2
-  exit 2
-}
+BENCH_NAME=test/bench/peers/run.sh
+OUR_PIDS=()
+# shellcheck source=../bench_server.sh
+. "$ROOT/test/bench/bench_server.sh"
 
 BUILD=""
 REV=""
@@ -151,44 +147,19 @@ rm -f "$LOG_DIR"/*.log "$LOG_DIR"/*.txt
 now() { date +%s.%N; }
 calc() { awk "BEGIN { printf \"${2:-%.6g}\", ($1) }"; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
-log() { printf '\n==> %s\n' "$*"; }
 median() {
   [ $# -gt 0 ] || { printf -- '-'; return 0; }
   printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 }
   END { if (NR == 0) printf "-"; else printf "%s", a[int((NR + 1) / 2)] }'; }
 
-IS_ROOT=0
-[ "$(id -u)" -eq 0 ] && IS_ROOT=1
-WORK="" PG_DATA="" PG_PID="" PG_OSUSER=""
-OUR_PIDS=()
-# shellcheck source=../../../deploy/lib/pglocal.sh
-. "$ROOT/deploy/lib/pglocal.sh"
-as_pg() { PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_as_pg "$@"; }
+WORK=""
 
-# stop_pid PID: SIGTERM, up to 10 s, then SIGKILL; only a pid we started.
-stop_pid() {
-  local p=$1
-  pgl_alive "$p" || { wait "$p" 2>/dev/null || true; return 0; }
-  kill -TERM "$p" 2>/dev/null || true
-  for _ in $(seq 1 100); do
-    pgl_alive "$p" || break
-    sleep 0.1
-  done
-  pgl_alive "$p" && kill -KILL "$p" 2>/dev/null
-  wait "$p" 2>/dev/null || true
-  return 0
-}
 cleanup() {
   local rc=$? p
   trap '' INT TERM
   set +e
   for p in "${OUR_PIDS[@]}"; do stop_pid "$p"; done
-  if [ -n "$WORK" ]; then
-    [ -n "$PG_DATA" ] &&
-      PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_stop "$PG_DATA" "$PG_PID"
-    [ -f "$WORK/postgres.log" ] && cp "$WORK/postgres.log" "$LOG_DIR/"
-    rm -rf "$WORK"
-  fi
+  bench_server_stop "$WORK" "$LOG_DIR"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -251,37 +222,11 @@ nodeb() { (cd "$NODEDIR" && timeout -k 10 $((LEG_LIMIT_S + 90)) "$NODE" bench.mj
 # ---------------------------------------------------------------- server
 log "PostgreSQL 15"
 WORK=$(mktemp -d /tmp/onceq-peers.XXXXXX)
-PG_DATA="$WORK/data"
-if [ $IS_ROOT -eq 1 ]; then
-  id postgres >/dev/null 2>&1 || die "no OS user 'postgres' to run the server"
-  PG_OSUSER=postgres
-  chown postgres: "$WORK"
-fi
-chmod 711 "$WORK"
-as_pg "$PGBIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --no-locale \
-  >"$LOG_DIR/initdb.log" 2>&1 || { cat "$LOG_DIR/initdb.log" >&2; die "initdb failed"; }
-as_pg touch "$WORK/postgres.log"
-as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
-
-# ---- test/bench/peers/run.sh: realistic durability
-listen_addresses = '127.0.0.1'
-port = 0
-unix_socket_directories = '$WORK'
-max_connections = 200
-shared_buffers = 256MB
-fsync = on
-synchronous_commit = on
-log_line_prefix = '%m [%p] %q%u@%d '
-log_min_messages = warning
+bench_server_start "$WORK" "$LOG_DIR" 200 '%m [%p] %q%u@%d ' 711 <<'EOF'
 # only to count statements per onceq leg (items per claim, per transaction)
 shared_preload_libraries = 'pg_stat_statements'
 EOF
-PGL_HOME=$WORK PGL_OSUSER=$PG_OSUSER pgl_start "$PG_DATA" "$WORK/postgres.log" ||
-  die "PostgreSQL did not start"
-PG_PORT=$PGL_PORT PG_PID=$PGL_PID
-unset PGHOST PGHOSTADDR PGPORT PGUSER PGPASSWORD PGDATABASE PGSERVICE \
-  PGOPTIONS ONCEQ_DATABASE_URL DATABASE_URL
-export PGPASSFILE=/nonexistent/onceq-bench-pgpass
+bench_own_env
 dsn() { echo "host=127.0.0.1 port=$PG_PORT user=postgres dbname=$1 sslmode=disable"; }
 url() { echo "postgres://postgres@127.0.0.1:$PG_PORT/$1"; }
 q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$(dsn "$1")" -c "$2"; }
