@@ -239,7 +239,7 @@ q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$DSN" -c "$1"; }
 "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$ADMIN" -c 'CREATE DATABASE onceq_bench' >/dev/null
 echo "server: pid $PG_PID, 127.0.0.1:$PG_PORT, $(q 'SHOW server_version'), data on" \
   "$(df -T "$PG_DATA" | awk 'NR==2 {print $2 " (" $1 ")"}')"
-echo "settings: $(q "SELECT string_agg(name || '=' || setting || coalesce(unit, ''), ', ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync','synchronous_commit','shared_buffers','max_connections','wal_sync_method','max_wal_size')")"
+echo "settings: $(q "SELECT string_agg(name || '=' || current_setting(name), ', ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync','synchronous_commit','shared_buffers','max_connections','wal_sync_method','max_wal_size')")"
 
 "$TOOL" migrate "$DSN" >"$LOG_DIR/migrate.log" 2>&1 ||
   { cat "$LOG_DIR/migrate.log" >&2; die "schema migration failed"; }
@@ -287,8 +287,12 @@ sql_of() {
 }
 LIB_CLAIM=$(sql_of claim -e "s/\$1::uuid/':sess'::uuid/g" \
   -e "s/\$2::text\[\]/'{default}'::text[]/g" -e "s/\$3::int/$B::int/g")
-CLAIM_SQL="WITH u AS ($LIB_CLAIM)
-SELECT coalesce(array_agg(id), '{}')::text AS ids FROM u \\gset"
+# The claim is one WITH statement ending in "SELECT id, queue, ... FROM u
+# ORDER BY ..."; a data-modifying WITH cannot be nested, so its final
+# SELECT is replaced by the fold.
+[[ $LIB_CLAIM == *" SELECT id, "*" FROM u ORDER BY "* ]] ||
+  die "the library's claim no longer ends in SELECT ... FROM u; update test/bench/run.sh"
+CLAIM_SQL="${LIB_CLAIM% SELECT id, *} SELECT coalesce(array_agg(id ORDER BY priority DESC, run_at), '{}')::text AS ids FROM u \\gset"
 {
   printf '%s\n' "$CLAIM_SQL"
   for k in $(seq 1 "$B"); do
@@ -527,27 +531,32 @@ echo "  (c) --exec worker: $C_HWM MiB"
 
 # ---------------------------------------------------------------- claim
 log "5. diagnostic: one claim of $B, server time (EXPLAIN ANALYZE, rolled back, median of 5)"
-# lib: the library's claim (bench_tool sql claim), as is. eq: the same with
-# queue = 'default' for its one queue. lateral: a hand-written rewrite for
-# any number of queues, each read in index order.
+# lib: the library's claim (bench_tool sql claim), as is. join: its UPDATE
+# joined to the CTE (what the library did before: the planner hashed the
+# table). tid: the chosen rows found by ctid, locked by the CTE (a lead for
+# the claim's cost: docs/benchmarks.md).
 CLAIM_LIB=${LIB_CLAIM//:sess/$SESS}
-CLAIM_EQ=${CLAIM_LIB//"queue = ANY('{default}'::text[])"/"queue = 'default'"}
-CLAIM_LAT="WITH c AS MATERIALIZED (
- SELECT x.id FROM unnest('{default}'::text[]) AS q(name)
- CROSS JOIN LATERAL (SELECT id, priority, run_at FROM onceq_items
+claim_pick() { # $1: the extra column of c
+  printf '%s' "WITH c AS MATERIALIZED (
+ SELECT x.id$1 FROM unnest('{default}'::text[]) AS q(name)
+ CROSS JOIN LATERAL (SELECT id, ctid, priority, run_at FROM onceq_items
    WHERE claim IS NULL AND queue = q.name AND run_at <= now()
    AND attempts < max_attempts ORDER BY priority DESC, run_at
    LIMIT $B::int FOR UPDATE SKIP LOCKED) x
  ORDER BY x.priority DESC, x.run_at LIMIT $B::int)
 UPDATE onceq_items i SET claim = '$SESS'::uuid, claimed_at = now(),
- attempts = i.attempts + 1 FROM c WHERE i.id = c.id
- RETURNING ${CLAIM_LIB##* RETURNING }"
-printf '  %-8s %14s %14s %14s\n' "depth" "lib" "eq" "lateral"
+ attempts = i.attempts + 1"
+}
+CLAIM_JOIN="$(claim_pick '') FROM c WHERE i.id = c.id
+ RETURNING i.id::text, i.queue, i.payload::text, i.attempts"
+CLAIM_TID="$(claim_pick ', x.ctid') WHERE i.ctid = ANY (ARRAY(SELECT ctid FROM c))
+ RETURNING i.id::text, i.queue, i.payload::text, i.attempts"
+printf '  %-8s %14s %14s %14s\n' "depth" "lib" "join" "tid"
 DIAG_LAST=""
 for d in $DEPTHS; do
   fill "$d"
   row=""
-  for v in "$CLAIM_LIB" "$CLAIM_EQ" "$CLAIM_LAT"; do
+  for v in "$CLAIM_LIB" "$CLAIM_JOIN" "$CLAIM_TID"; do
     med=$(for _ in 1 2 3 4 5; do
       printf 'BEGIN;\nEXPLAIN (ANALYZE) %s;\nROLLBACK;\n' "$v"
     done | "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$DSN" |
@@ -558,11 +567,8 @@ for d in $DEPTHS; do
   printf '  %-8s%s\n' "$d" "$row"
   DIAG_LAST="$d:$row"
 done
-echo "  lib = lib/src/dialect.c as sent (queue = ANY(\$2::text[]));" \
-  "eq = the same with queue = \$2::text (one queue);"
-echo "  lateral = unnest(\$2::text[]) CROSS JOIN LATERAL (... queue = q.name" \
-  "ORDER BY priority DESC, run_at LIMIT n FOR UPDATE SKIP LOCKED)," \
-  "then ORDER BY ... LIMIT n"
+echo "  lib = lib/src/dialect.c as sent; join = its UPDATE joined to the CTE;" \
+  "tid = the rows found by ctid"
 
 # ---------------------------------------------------------------- summary
 log "summary (C=$C, B=$B, N=$N, $ROUNDS round(s)$([ $QUICK -eq 1 ] && echo ', --quick'))"
@@ -581,7 +587,7 @@ row "enqueue-to-start p50/p99 (from created_at)" "$L_CP50/$L_CP99 ms" "" ""
 row "(b) worker peak RSS (VmHWM)" "$B_HWM MiB" "" ""
 row "items per claim: (b) / (c) worker" "$(median "${PC_B[@]}") / $C_PER_CLAIM" "" ""
 read -r dd dl _ de _ dx _ <<<"${DIAG_LAST//:/ }"
-row "one claim at depth $dd: lib/eq/lateral" "$dl/$de/$dx ms" "" ""
+row "one claim at depth $dd: lib/join/tid" "$dl/$de/$dx ms" "" ""
 echo "targets: (a) $(verdict "$A_RATIO" 0.5), (b) $(verdict "$B_RATIO" 0.6)," \
   "latency p50 $(verdict "$(calc "3 - ${L_P50:-999}")" 0)"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min)"
