@@ -34,12 +34,7 @@ stop_our_pids() {
     if pgl_alive "$p"; then kill -TERM "$p" 2>/dev/null || true; fi
   done
   for p in "${OUR_PIDS[@]}"; do
-    for _ in $(seq 1 50); do
-      pgl_alive "$p" || break
-      sleep 0.1
-    done
-    if pgl_alive "$p"; then kill -KILL "$p" 2>/dev/null || true; fi
-    wait "$p" 2>/dev/null || true
+    stop_pid "$p" 50
   done
   OUR_PIDS=()
   return 0
