@@ -7,7 +7,10 @@
  * until nothing ready is left in the queue. It prints one line:
  *   acked=N lost=N claims=N acks=N seconds=S items_per_s=R
  * timed from the moment every thread has its session (a barrier) to the
- * moment the last thread finds the queue empty.
+ * moment the last thread finds the queue empty, and where the rest of the
+ * process's wall time went (the peers bench clocks the whole process):
+ *   startup=S   main() to the barrier (connections, session rows, heartbeats)
+ *   shutdown=S  the last thread done to every session ended and closed
  *
  *   noop_bench --db CONNINFO [--threads T] [--batch B] [--queue Q]
  *              [--max-items N] [--max-seconds S]
@@ -188,6 +191,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+  double t_main = now_s();
   cfg c = {.db = NULL,
            .queue = OQ_DEFAULT_QUEUE,
            .threads = 4,
@@ -262,12 +266,15 @@ int main(int argc, char **argv)
       fprintf(stderr, "noop_bench: thread %d: %s\n", i, ts[i].err);
       rc = 1;
     }
+  double t_closed = now_s();
   double secs = t_end > t_begin ? t_end - t_begin : 0;
   long acked = atomic_load(&sh.acked);
   printf("acked=%ld lost=%ld claims=%ld acks=%ld seconds=%.3f "
-         "items_per_s=%.1f\n",
+         "items_per_s=%.1f startup=%.3f shutdown=%.3f\n",
          acked, atomic_load(&sh.lost), atomic_load(&sh.claims),
-         atomic_load(&sh.acks), secs, secs > 0 ? (double)acked / secs : 0.0);
+         atomic_load(&sh.acks), secs, secs > 0 ? (double)acked / secs : 0.0,
+         t_begin > t_main ? t_begin - t_main : 0,
+         t_closed > t_end ? t_closed - t_end : 0);
   free(ts);
   pthread_barrier_destroy(&sh.ready);
   if (rc == 0 && atomic_load(&sh.bounded))

@@ -18,7 +18,16 @@
 # Throughput (a backlog): N items enqueued first with each system's own bulk
 # enqueue, VACUUM ANALYZE, CHECKPOINT, then the clock runs from the start of
 # the worker until every item is completed (gone from, or completed in, the
-# system's table); items/s = N / seconds. Each leg runs --rounds times, the
+# system's table); items/s = N / seconds. Two clocks, both in the table:
+#   items/s   inside the process: graphile-worker and pg-boss from just
+#             before the worker starts (Node already running, modules not
+#             yet imported) to the queue empty (bench.mjs); the C API from
+#             main() to the last ack (noop_bench startup= + seconds=). The
+#             onceq-worker legs have no inner clock: their wall clock, so
+#             they are understated against the peers.
+#   wall      the whole process, exec to exit (Node's boot, imports and
+#             shutdown; onceq's connections, session rows and shutdown).
+# The targets use the first. Each leg runs --rounds times, the
 # rounds interleaved (every system in round 1, then round 2, ...), and the
 # median is reported. Legs:
 #   gw tuned     graphile-worker 0.18, its performance page's preset:
@@ -308,6 +317,15 @@ timed() {
   *) left=0 ;;
   esac
   RATE=$(calc "($n - $left) / ($t1 - $t0)" '%.0f')
+  WALL=$RATE
+  # the C API's own clock, main() to the last ack (like bench.mjs's)
+  local line su sec
+  line=$(grep '^acked=' "$LOG_DIR/$name.log" || true)
+  su=$(sed -n 's/.* startup=\([0-9.]*\).*/\1/p' <<<"$line")
+  sec=$(sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' <<<"$line")
+  if [ -n "$su" ] && [ -n "$sec" ]; then
+    RATE=$(calc "($n - $left) / ($su + $sec)" '%.0f')
+  fi
   PER_CLAIM="" PER_TX=""
   if [ "$db" = onceq ]; then
     # where the server's time went, and the shape: items per claim statement
@@ -329,31 +347,38 @@ timed() {
 }
 # peer_drain NAME N SYSTEM: fill with the peer's bulk enqueue, settle, drain
 peer_drain() {
-  local name=$1 n=$2 sys=$3 db=${3%%-*} line
+  local name=$1 n=$2 sys=$3 db=${3%%-*} line t0 t1
   [ "$db" = boss ] || db=gw
   nodeb fill --db "$(url "$db")" --system "$db" --n "$n" >"$LOG_DIR/$name-fill.log" 2>&1 ||
     { cat "$LOG_DIR/$name-fill.log" >&2; die "$name: fill failed"; }
   settle "$db"
+  t0=$(now)
   nodeb drain --db "$(url "$db")" --system "$sys" --n "$n" --max-seconds "$LEG_LIMIT_S" \
     >"$LOG_DIR/$name.log" 2>&1 || echo "  WARNING: $name did not finish (log: $LOG_DIR/$name.log)" >&2
+  t1=$(now)
   line=$(grep '^items=' "$LOG_DIR/$name.log" || true)
   RATE=$(sed -n 's/.*items_per_s=\([0-9.]*\).*/\1/p' <<<"$line" | cut -d. -f1)
   RATE=${RATE:-0}
+  WALL=$(calc "$(sed -n 's/^items=\([0-9]*\).*/\1/p' <<<"$line" | grep . || echo 0) / ($t1 - $t0)" '%.0f')
   HWM_KB=0
 }
 
-declare -A R  # R[leg|N] = "rate rate rate"
+declare -A R  # R[leg|N] = "rate rate rate" (inner clock)
+declare -A RW # RW[leg|N] = "rate rate rate" (whole process, wall clock)
 declare -A LD # R[leg|N] = "load load load"
 LEGS=()
 add_leg() { [[ " ${LEGS[*]} " == *" $1 "* ]] || LEGS+=("$1"); }
-record() { # LEG N RATE (after timed: items per claim / per ack statement)
+record() { # LEG N RATE (WALL: the leg's whole-process rate; after timed:
+  # items per claim / per ack statement)
   add_leg "$1"
   R["$1|$2"]+="$3 "
+  RW["$1|$2"]+="${WALL:-$3} "
   LD["$1|$2"]+="$(load1) "
-  printf '  %-38s N=%-7s %9s items/s   load %-5s %s\n' "$1" "$2" "$3" "$(load1)" \
-    "${PER_CLAIM:+items/claim $PER_CLAIM, items/DELETE $PER_TX}"
-  PER_CLAIM="" PER_TX=""
+  printf '  %-38s N=%-7s %9s items/s (wall %6s)  load %-5s %s\n' "$1" "$2" "$3" \
+    "${WALL:-$3}" "$(load1)" "${PER_CLAIM:+items/claim $PER_CLAIM, items/DELETE $PER_TX}"
+  PER_CLAIM="" PER_TX="" WALL=""
 }
+WALL=""
 PER_CLAIM="" PER_TX=""
 LEDGER_SQL='INSERT INTO ledger (item_id) VALUES ($2)'
 LOAD_HWM_KB=0
@@ -508,10 +533,10 @@ echo "median of $ROUNDS round(s); 'load' = the 1-minute load averages seen by th
 echo
 hdr="| system, configuration |"
 sep="|---|"
-for n in $NS; do hdr+=" N=$n items/s | x gw | load |"; sep+="---:|---:|---|"; done
+for n in $NS; do hdr+=" N=$n items/s | x gw | wall items/s | wall x gw | load |"; sep+="---:|---:|---:|---:|---|"; done
 echo "$hdr"
 echo "$sep"
-declare -A MED
+declare -A MED MEDW
 for leg in "${LEGS[@]}"; do
   row="| $leg |"
   for n in $NS; do
@@ -519,20 +544,23 @@ for leg in "${LEGS[@]}"; do
     m=$(median ${R["$leg|$n"]:-})
     MED["$leg|$n"]=$m
     if [ "$m" = "-" ]; then
-      row+=" - | | |"
+      row+=" - | | | | |"
       continue
     fi
     gwm=$(median ${R["graphile-worker tuned|$n"]:-})
-    x="-"
-    [[ "$leg" == *"/bin/true"* || "$leg" == xargs* ]] || x=$(calc "$m / $gwm" '%.2f')
-    row+=" $m | $x | $(echo ${LD["$leg|$n"]:-} | tr ' ' '/') |"
+    # shellcheck disable=SC2086 # a list of numbers
+    w=$(median ${RW["$leg|$n"]:-}) gww=$(median ${RW["graphile-worker tuned|$n"]:-})
+    MEDW["$leg|$n"]=$w
+    x="-" xw="-"
+    [[ "$leg" == *"/bin/true"* || "$leg" == xargs* ]] || x=$(calc "$m / $gwm" '%.2f') xw=$(calc "$w / $gww" '%.2f')
+    row+=" $m | $x | $w | $xw | $(echo ${LD["$leg|$n"]:-} | tr ' ' '/') |"
   done
   # the exec legs ran at EXEC_N
   if [[ "$leg" == *"/bin/true"* || "$leg" == xargs* ]]; then
     # shellcheck disable=SC2086
     m=$(median ${R["$leg|$EXEC_N"]:-})
     MED["$leg|$EXEC_N"]=$m
-    row="| $leg, N=$EXEC_N | $m | - | $(echo ${LD["$leg|$EXEC_N"]:-} | tr ' ' '/') |"
+    row="| $leg, N=$EXEC_N | $m | - | $m | - | $(echo ${LD["$leg|$EXEC_N"]:-} | tr ' ' '/') |"
   fi
   echo "$row"
 done
@@ -572,7 +600,8 @@ echo "|---|---|---|"
 x=$(calc "$LEDG / $GW1" '%.2f')
 echo "| --sql ledger row >= 0.5x gw tuned (stretch 1.0x), N=$N1 | $LEDG items/s = ${x}x | $(verdict "$x" 0.5) (stretch $(verdict "$x" 1.0)) |"
 x=$(calc "$BEST_NOOP / $GW1" '%.2f')
-echo "| C API no-op >= 1.5x gw tuned, N=$N1 | $BEST_NOOP items/s (${BEST_SHAPE:-?}) = ${x}x | $(verdict "$x" 1.5) |"
+xw=$(calc "${MEDW["onceq C API noop ${BEST_SHAPE/x/ thr x }|$N1"]} / ${MEDW["graphile-worker tuned|$N1"]}" '%.2f')
+echo "| C API no-op >= 1.5x gw tuned, N=$N1 | $BEST_NOOP items/s (${BEST_SHAPE:-?}) = ${x}x (whole-process wall clock: ${xw}x) | $(verdict "$x" 1.5) |"
 x=$(calc "$SEL / 2200" '%.2f')
 echo "| --sql 'SELECT 1' >= 5x 2.2k/s (11k/s), N=$N1 | $SEL items/s = ${x}x | $(verdict "$x" 5) |"
 PI=${MED["onceq-worker --sql SELECT 1 per-item|$N1"]}
