@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016 # $2 in single quotes is SQL, not shell
 # cli_wait: `onceq push --wait` and `onceq wait` against real workers:
-#  - acknowledged: exit 0, the kept result on stdout (a result written
-#    into onceq_results by an ack is printed as is), --json shape;
+#  - acknowledged: exit 0, the kept result on stdout: the --sql
+#    statement's first row as JSON (per item and batched), --exec stdout,
+#    the --http response body; a result written into onceq_results by an
+#    ack is printed as is; --json shape;
 #  - dead-lettered: exit 3, the last error on stderr (and in --json);
 #  - cancelled while waiting: exit 4;
 #  - still pending at --timeout: exit 5, within the timeout plus slack;
@@ -44,6 +46,45 @@ wait "$wp" || rc=$?
 oq_check "push --wait exit for an --exec item" "$rc" 0
 oq_check "push --wait prints the --exec stdout" "$(cat "$t/wx.out")" \
   '{"x": 7} from exec'
+# an --http handler's response body is the result: a server on 127.0.0.1
+# answers 200 with the request body wrapped in an object
+cat >"$t/echo.py" <<'EOF'
+import http.server, os, sys, threading, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        msg = b'{"echo": ' + body + b', "key": "' + \
+            self.headers.get("Idempotency-Key", "-").encode() + b'"}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(msg)))
+        self.end_headers()
+        self.wfile.write(msg)
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+srv.daemon_threads = True
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(srv.server_address[1]))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+time.sleep(120)  # stops by itself if nobody does
+EOF
+oq_start echo "$(oq_python)" "$t/echo.py" "$t/echo.port"
+echo_ready() { [ -s "$t/echo.port" ]; }
+oq_wait_until 10 "the HTTP server's port" echo_ready
+"$ONCEQ_CLI" push --queue wh --wait --timeout 20s '{"h": 5}' \
+  >"$t/wh.out" 2>"$t/wh.err" &
+wp=$!
+sleep 0.5
+"$ONCEQ_WORKER" --queue wh --drain --http "http://127.0.0.1:$(cat "$t/echo.port")/" \
+  >"$t/workerh.log" 2>&1
+rc=0
+wait "$wp" || rc=$?
+oq_check "push --wait exit for an --http item" "$rc" 0
+whid=$(oq_q "SELECT item_id FROM onceq_results WHERE queue = 'wh'")
+oq_check "push --wait prints the --http response body" "$(cat "$t/wh.out")" \
+  "{\"echo\": {\"h\": 5}, \"key\": \"$whid\"}"
 # the batched --sql ack (the default) is reported acknowledged too
 "$ONCEQ_CLI" push --queue w1b --wait --timeout 20s '{"n": 1}' \
   >"$t/w1b.out" 2>"$t/w1b.err" &

@@ -256,7 +256,21 @@ static void test_rollback(oq_db *db, const oq_session *s)
                   "result) VALUES ($1, 'wrollback', 'done', 'never')",
                   id),
             1);
+  /* a check while that ack is still open, then after it rolled back: the
+   * background waiter may not look inside the window, this one does */
+  oq_db *other = oqt_connect(g_dsn);
+  const char *ids1[1] = {id};
+  oq_wait_result mid[1];
+  oq_wait_opts once = {.timeout_ms = 0};
+  ASSERT_ERR(OQ_ERR_TIMEOUT, oq_wait(other, ids1, 1, &once, mid));
+  ASSERT_EQ(mid[0].state, OQ_WAIT_PENDING);
+  oq_wait_results_free(mid, 1);
   oqt_exec(db, "ROLLBACK");
+  ASSERT_ERR(OQ_ERR_TIMEOUT, oq_wait(other, ids1, 1, &once, mid));
+  ASSERT_EQ(mid[0].state, OQ_WAIT_PENDING);
+  ASSERT(mid[0].result == NULL);
+  oq_wait_results_free(mid, 1);
+  oq_db_close(other);
   pthread_join(w.t, NULL);
   ASSERT_EQ(w.e, OQ_ERR_TIMEOUT);
   ASSERT_EQ(w.out[0].state, OQ_WAIT_PENDING);
