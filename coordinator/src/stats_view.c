@@ -515,10 +515,14 @@ int co_view_hints(const co_snapshot *s, const co_snapshot *old, co_view_hint *q,
   for (int i = 0; i < s->nq; i++) {
     q[i].in_per_min = r.in_q[i];
     q[i].done_per_min = r.done_q[i];
+    q[i].window_s = 0;
+    q[i].source = NULL;
     snprintf(q[i].text, sizeof q[i].text, "%s", hs.q ? hs.q[i].text : "");
   }
   total->in_per_min = r.in_total;
   total->done_per_min = r.done_total;
+  total->window_s = r.total_window_s;
+  total->source = r.in_src;
   snprintf(total->text, sizeof total->text, "%s", hs.total.text);
   free(hs.q);
   rates_free(&r);

@@ -30,11 +30,16 @@ int co_view_stats(FILE *f, oq_db *db, bool json, const co_snapshot *s,
 typedef struct co_view_hint {
   double in_per_min;   /* arrivals; -1 unknown */
   double done_per_min; /* completions; -1 unknown */
+  double window_s;     /* total only: seconds the rates cover; 0 unknown */
+  const char *source;  /* total only: "history", "pg_stat" or "none" (the
+                          `onceq stats --json` names); static */
   char text[320];      /* the hint; "" when there is none per queue */
 } co_view_hint;
 
 /* The per-queue hints (q: s->nq entries) and the one over all queues
- * (total). 0, or -1 when out of memory. */
+ * (total). 0, or -1 when out of memory. Of old (here and in
+ * co_view_stats) only the time and the table counters are read, so a
+ * caller may keep just those of its older snapshots. */
 int co_view_hints(const co_snapshot *s, const co_snapshot *old, co_view_hint *q,
                   co_view_hint *total);
 

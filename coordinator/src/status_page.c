@@ -4,9 +4,13 @@
  *
  * Terms: a view is one request's answer, built into a memory stream from
  * one snapshot of the queues and sessions (qstats.h), the partition report
- * and the latest dead letters. The previous snapshot is kept, so the rates
- * of a PostgreSQL database without history come from two page loads
- * (`onceq stats` samples twice instead).
+ * and the latest dead letters. A sample is the time and table counters of
+ * an earlier snapshot: without history, a PostgreSQL database's rates
+ * (all queues only) are the counters' growth since the oldest sample, so
+ * they cover the last minute or so of page loads, as `onceq stats
+ * --watch` does with its own samples (a single `onceq stats` samples twice
+ * instead). Samples are at least 1 s apart, so many browsers do not fill
+ * the ring with near-duplicates.
  *
  * Escaping: text from the database goes through html_text (element text
  * and attribute values alike: & < > " ' become entities), never printf'd
@@ -31,6 +35,8 @@
 #define PAYLOAD_SHOWN 160  /* characters of a payload on the page */
 #define SESSIONS_SHOWN 600 /* session rows on the page */
 #define REFRESH_S 5        /* the page reloads itself this often */
+#define SAMPLES_MAX 64     /* samples kept: 1 s apart, ~CO_STATS_WINDOW_S */
+#define SAMPLE_GAP_S 1.0   /* least time between two samples kept */
 
 struct co_status {
   pthread_mutex_t mu;
@@ -38,8 +44,9 @@ struct co_status {
   char *conninfo; /* dbo.conninfo's copy */
   char *token;    /* NULL: no token asked */
   oq_db *db;      /* (mu) opened on first use; closed after a failure */
-  co_snapshot last;
-  bool have_last; /* (mu) last holds the previous snapshot */
+  /* (mu) oldest first; counters only: q, s are NULL (stats_view.h) */
+  co_snapshot samples[SAMPLES_MAX];
+  int nsamples;
 };
 
 co_status *co_status_new(const oq_db_opts *dbo, const char *token)
@@ -67,12 +74,44 @@ void co_status_free(co_status *st)
   if (!st)
     return;
   oq_db_close(st->db);
-  if (st->have_last)
-    co_snapshot_free(&st->last);
   pthread_mutex_destroy(&st->mu);
   free(st->conninfo);
   free(st->token);
   free(st);
+}
+
+/* ---- rate samples ------------------------------------------------------ */
+
+/* The sample the rates are taken against: the oldest kept, or NULL. */
+static const co_snapshot *rate_base(const co_status *st)
+{
+  return st->nsamples > 0 ? &st->samples[0] : NULL;
+}
+
+/* Keep cur's time and counters. Samples go once the next one is already a
+ * whole window old, so the base covers at least the window when the page
+ * is loaded often enough, and the newest sample stays whatever its age. */
+static void rate_keep(co_status *st, const co_snapshot *cur)
+{
+  int drop = 0;
+  while (drop + 1 < st->nsamples &&
+         cur->now_s - st->samples[drop + 1].now_s >= CO_STATS_WINDOW_S)
+    drop++;
+  if (drop == 0 && st->nsamples == SAMPLES_MAX)
+    drop = 1;
+  memmove(st->samples, st->samples + drop,
+          (size_t)(st->nsamples - drop) * sizeof st->samples[0]);
+  st->nsamples -= drop;
+  if (st->nsamples > 0 &&
+      cur->now_s - st->samples[st->nsamples - 1].now_s < SAMPLE_GAP_S)
+    return;
+  co_snapshot c = *cur;
+  c.q = NULL;
+  c.nq = 0;
+  c.more_queues = 0;
+  c.s = NULL;
+  c.ns = 0;
+  st->samples[st->nsamples++] = c;
 }
 
 /* ---- HTML helpers ------------------------------------------------------ */
@@ -144,6 +183,7 @@ static const char css[] =
     "vertical-align:top}"
     "th{font-weight:600;color:#5b6475;font-size:12px;text-transform:uppercase}"
     "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+    "tfoot td{font-weight:600;border-top:1px solid #c9ced6}"
     "td.err{color:#a4262c;white-space:pre-wrap;word-break:break-word}"
     "td.pl,code{font-family:ui-monospace,monospace;font-size:12px;"
     "word-break:break-all}"
@@ -193,6 +233,62 @@ static const char dead_sql[] =
     " left(coalesce(last_error, ''), 1000), left(payload::text, 1000)"
     " FROM onceq_dead ORDER BY died_at DESC LIMIT $1::int";
 
+/* The all-queues row, `onceq stats`'s TOTAL: summed counts (a "+" when a
+ * count was capped) and the throughput over all queues. */
+static void page_total(FILE *f, const co_snapshot *s, const co_view_hint *total)
+{
+  long sum[4] = {0, 0, 0, 0};
+  bool approx = false;
+  for (int i = 0; i < s->nq; i++) {
+    sum[0] += s->q[i].ready;
+    sum[1] += s->q[i].scheduled;
+    sum[2] += s->q[i].running;
+    sum[3] += s->q[i].dead;
+    approx = approx || s->q[i].approx;
+  }
+  char c[4][32], in[32], done[32];
+  for (int k = 0; k < 4; k++)
+    co_fmt_count(c[k], sizeof c[k], sum[k]);
+  co_fmt_rate(in, sizeof in, total->in_per_min);
+  co_fmt_rate(done, sizeof done, total->done_per_min);
+  fprintf(f,
+          "</tbody><tfoot><tr id=\"total-row\"><td>all queues</td>"
+          "<td class=\"n\">%s%s</td><td class=\"n\">%s</td>"
+          "<td class=\"n\">%s</td><td class=\"n\">%s</td><td></td>"
+          "<td class=\"n\" id=\"total-in\">%s</td>"
+          "<td class=\"n\" id=\"total-done\">%s</td><td></td></tr>"
+          "</tfoot>",
+          c[0], approx ? "+" : "", c[1], c[2], c[3], in, done);
+}
+
+/* Where the throughput comes from and what time it covers. */
+static void page_rates_note(FILE *f, const co_snapshot *s,
+                            const co_view_hint *total)
+{
+  char w[32];
+  cm_fmt_dur(w, sizeof w, total->window_s);
+  fputs("<p class=\"hint\" id=\"rate-window\">", f);
+  if (total->source && strcmp(total->source, "history") == 0)
+    fprintf(f,
+            "In/min and done/min: the last %s, from the history "
+            "(onceq_done).",
+            w);
+  else if (total->source && strcmp(total->source, "pg_stat") == 0)
+    fprintf(f,
+            "In/min and done/min: all queues over the last %s, from "
+            "PostgreSQL's table counters (per queue they need workers "
+            "with --history).",
+            w);
+  else if (s->counters)
+    fputs("In/min and done/min: from the next load on (PostgreSQL's table "
+          "counters are compared between loads; per queue they need workers "
+          "with --history).",
+          f);
+  else
+    fputs("In/min and done/min need workers with --history.", f);
+  fputs("</p>", f);
+}
+
 static void page_queues(FILE *f, const co_snapshot *s, const co_view_hint *h,
                         const co_view_hint *total)
 {
@@ -227,10 +323,12 @@ static void page_queues(FILE *f, const co_snapshot *s, const co_view_hint *h,
   }
   if (s->nq == 0)
     fputs("<tr><td colspan=\"9\">no items and no dead letters</td></tr>\n", f);
-  fputs("</tbody></table>", f);
+  page_total(f, s, total);
+  fputs("</table>", f);
   if (s->more_queues > 0)
     fprintf(f, "<p class=\"hint\">%d more queue(s) not shown</p>",
             s->more_queues);
+  page_rates_note(f, s, total);
   fputs("<p class=\"hint\" id=\"hint-total\">Scaling: ", f);
   html_text(f, total->text);
   fputs("</p></section>\n", f);
@@ -456,15 +554,13 @@ static oq_err build(co_status *st, route r, FILE *f)
   oq_err e = co_snapshot_take(db, true, &s);
   if (e != OQ_OK)
     return e;
-  const co_snapshot *old = st->have_last ? &st->last : NULL;
+  const co_snapshot *old = rate_base(st);
   if (r == R_STATS)
     e = co_view_stats(f, db, true, &s, old) == 0 ? OQ_OK : OQ_ERR_NOMEM;
   else
     e = page(st, f, &s, old);
-  if (st->have_last)
-    co_snapshot_free(&st->last);
-  st->last = s;
-  st->have_last = true;
+  rate_keep(st, &s);
+  co_snapshot_free(&s);
   return e;
 }
 

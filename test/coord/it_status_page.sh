@@ -105,6 +105,40 @@ oq_check "/api/dead last_error" \
   'exit status 1: <script>alert(1)</script> & <b>bold</b>'
 oq_check "unknown path" "$(curl -s -o /dev/null -w '%{http_code}' "${url}nope")" 404
 
+# throughput without history: PostgreSQL's table counters, all queues,
+# against the oldest sample the page kept (the first load above): 30
+# arrivals and 12 completions since. A backend's counters reach the
+# statistics when it exits, a moment after psql does, hence the polling.
+oq_sql "INSERT INTO onceq_items (queue) SELECT 'tp' FROM generate_series(1, 30)" >/dev/null
+oq_sql "DELETE FROM onceq_items WHERE id IN
+          (SELECT id FROM onceq_items WHERE queue = 'tp' LIMIT 12)" >/dev/null
+since_first() { # KEY: the /api/stats total's KEY rate times its window
+  oq_py -c 'import json,sys
+t=json.load(open(sys.argv[1]))["total"]
+r=t[sys.argv[2]]
+print("none" if r is None else round(r * t["window_s"] / 60))' "$OQ_TMP/rates.json" "$1"
+}
+rates_seen() {
+  curl -s -o "$OQ_TMP/rates.json" "http://127.0.0.1:$port/api/stats" &&
+    [ "$(since_first in_per_min)" = 30 ] && [ "$(since_first done_per_min)" = 12 ]
+}
+oq_wait_until 15 "/api/stats counts 30 arrivals and 12 completions" rates_seen
+oq_check "rates source" "$(oq_jget "$OQ_TMP/rates.json" 'd["total"]["in_source"]')" pg_stat
+chrome --dump-dom "$url" >"$OQ_TMP/dom2.html" || oq_fail "chromium --dump-dom failed"
+oq_py - "$OQ_TMP/dom2.html" <<'EOF' || oq_fail "the page shows no throughput (see above)"
+import re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+def text(el):
+    m = re.search(r'id="%s"[^>]*>([^<]*)<' % el, dom)
+    return m.group(1) if m else None
+got = {el: text(el) for el in ("total-in", "total-done", "rate-window")}
+print(got)
+ok = all(got.values()) and got["total-in"] != "-" and got["total-done"] != "-" \
+    and "table counters" in got["rate-window"]
+sys.exit(0 if ok else 1)
+EOF
+oq_log "ok: the all-queues row shows the throughput"
+
 # a token: 401 without it (or a wrong one), 200 with it
 ONCEQ_STATUS_TOKEN=s3cret oq_coordinator tok --metrics-addr 127.0.0.1:0 \
   --interval 200ms
