@@ -6,7 +6,10 @@
 # coordinator's own session. Debian's chromium (headless) loads the page;
 # the rendered DOM must show the numbers, the markup as text and no
 # element made from database text. Then a screenshot, the JSON endpoints
-# (the CLI's --json shapes) and the bearer token (401 without it).
+# (the CLI's --json shapes), the throughput (all queues, PostgreSQL's
+# table counters), the bearer token by environment and by flag (401
+# without it), a bare PORT bound to 127.0.0.1 only, the self-refresh and
+# no reference to anything outside the page.
 # Skips (77) without a database or without chromium.
 source "$(dirname "$0")/../harness/oq_harness.sh"
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
@@ -152,5 +155,49 @@ oq_check "right token" "$(curl -s -o /dev/null -w '%{http_code}' \
   -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$tport/api/stats")" 200
 oq_check "/metrics stays open" "$(curl -s -o /dev/null -w '%{http_code}' \
   "http://127.0.0.1:$tport/metrics")" 200
+
+# the token by flag, and a bare PORT: listening on 127.0.0.1 alone (the
+# kernel's socket table: no IPv4 or IPv6 wildcard), the token masked in
+# the process's arguments
+oq_coordinator flag --metrics-addr 0 --interval 200ms --status-token fl4gt0k
+fpid=$OQ_LAST_PID
+oq_wait_until 15 "the third coordinator serves" \
+  grep -q 'metrics on .* (port [0-9]*)' "$OQ_TMP/flag.log"
+fport=$(sed -n 's/.*metrics on .* (port \([0-9]*\)).*/\1/p' "$OQ_TMP/flag.log" | head -1)
+listeners() { # the local addresses listening on port $1 (hex, /proc/net)
+  awk -v p="$(printf ':%04X' "$1")" \
+    '$4 == "0A" && substr($2, length($2) - 4) == p {print $2}' \
+    /proc/net/tcp /proc/net/tcp6
+}
+oq_check "a bare PORT listens on 127.0.0.1 only" "$(listeners "$fport")" \
+  "$(printf '0100007F:%04X' "$fport")"
+oq_check "flag token: none" "$(curl -s -o /dev/null -w '%{http_code}' \
+  "http://127.0.0.1:$fport/")" 401
+oq_check "flag token: right" "$(curl -s -o /dev/null -w '%{http_code}' \
+  -H 'Authorization: Bearer fl4gt0k' "http://127.0.0.1:$fport/")" 200
+oq_check "the flag's token is not in ps" \
+  "$(tr '\0' ' ' <"/proc/$fpid/cmdline" | grep -c fl4gt0k || true)" 0
+# the page refreshes itself, and names nothing to load from anywhere
+oq_contains "refreshes itself" "$(cat "$OQ_TMP/page.html")" \
+  '<meta http-equiv="refresh" content="5">'
+oq_py - "$OQ_TMP/page.html" <<'EOF' || oq_fail "the page loads something"
+import sys
+from html.parser import HTMLParser
+class P(HTMLParser):
+    bad, style = [], False
+    def handle_starttag(self, tag, attrs):
+        self.bad += [(tag, k) for k, _ in attrs if k in ("src", "href", "srcset")]
+        self.bad += [tag] if tag in ("link", "script", "iframe", "object") else []
+        self.style = tag == "style"
+    def handle_endtag(self, tag):
+        self.style = False
+    def handle_data(self, data):
+        if self.style and ("url(" in data or "@import" in data):
+            self.bad.append("css " + data[:40])
+p = P()
+p.feed(open(sys.argv[1], encoding="utf-8").read())
+print("external references:", p.bad or "none")
+sys.exit(1 if p.bad else 0)
+EOF
 oq_alive "$cpid" || oq_fail "the coordinator died"
 oq_log "PASS"
