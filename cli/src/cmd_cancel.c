@@ -33,14 +33,17 @@ static const char classify_sql[] =
     " WHERE NOT EXISTS (SELECT 1 FROM onceq_items i WHERE i.id = u.id)";
 /* An item that asked for its outcome (keep_result) gets its 'cancelled'
  * row in the same statement, so a waiter (`onceq wait`) tells a cancel
- * from an ack. The count is of deleted items. */
+ * from an ack; the row's result is the item's last error (NULL when no
+ * attempt failed), as a dead letter keeps its own. The count is of deleted
+ * items. */
 static const char delete_sql[] =
     "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-    " RETURNING id, queue, keep_result),"
-    " r AS (INSERT INTO onceq_results (item_id, queue, outcome)"
-    " SELECT id, queue, 'cancelled' FROM d WHERE keep_result"
+    " RETURNING id, queue, keep_result, last_error),"
+    " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result)"
+    " SELECT id, queue, 'cancelled', left(last_error, 65536) FROM d"
+    " WHERE keep_result"
     " ON CONFLICT (item_id) DO UPDATE SET outcome = excluded.outcome,"
-    " result = NULL, truncated = false, finished_at = now()"
+    " result = excluded.result, truncated = false, finished_at = now()"
     " RETURNING item_id)"
     " SELECT d.id FROM d, (SELECT count(*) FROM r) AS rn";
 

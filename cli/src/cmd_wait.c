@@ -85,8 +85,8 @@ static void print_text(const char *cmd, const oq_wait_result *r, size_t n,
     }
     if (r->truncated)
       fprintf(stderr,
-              "onceq: %s: %s: the result was cut to its first %d "
-              "characters\n",
+              "onceq: %s: %s: the result is cut (at most %d characters are "
+              "kept; --exec keeps the last and --http the first 4 KiB)\n",
               cmd, r->id, OQ_RESULT_MAX_CHARS);
     break;
   case OQ_WAIT_DEAD:
@@ -98,8 +98,8 @@ static void print_text(const char *cmd, const oq_wait_result *r, size_t n,
   case OQ_WAIT_CANCELLED:
     if (n > 1)
       printf("%s\tcancelled\t\n", r->id);
-    fprintf(stderr, "onceq: %s: %s was cancelled (`onceq cancel`)\n", cmd,
-            r->id);
+    fprintf(stderr, "onceq: %s: %s was cancelled (`onceq cancel`)%s%s\n", cmd,
+            r->id, msg[0] ? "; its last error: " : "", msg);
     break;
   case OQ_WAIT_PENDING: {
     char d[16];

@@ -47,9 +47,10 @@ static oq_err ack_tx(oq_db *db, void *arg)
   const char *sid = oq_session_id(c->s);
   /* the claim check, plus history and the kept result (schema v3) */
   char *res = oq__result_bounded(c->opts ? c->opts->result : NULL);
-  const char *params[4] = {c->item->id, sid, res,
-                           c->opts && c->opts->history ? "true" : "false"};
-  e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_KEEP), 4, params,
+  const char *params[5] = {
+      c->item->id, sid, res, c->opts && c->opts->history ? "true" : "false",
+      c->opts && c->opts->result_truncated ? "true" : "false"};
+  e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_KEEP), 5, params,
                  &n);
   free(res);
   if (e != OQ_OK)
@@ -241,19 +242,24 @@ static oq_err batch_delete(oq_db *db, const oq_session *s,
   /* per-item results (opts->results), else opts->result for every item */
   char *res = oq__results_array(opts ? opts->results : NULL,
                                 opts ? opts->result : NULL, n);
-  const char *params[4] = {arr, oq_session_id(s), res,
-                           history ? "true" : "false"};
+  char *cut =
+      oq__flags_array(opts && opts->results ? opts->results_truncated : NULL,
+                      opts && !opts->results && opts->result_truncated, n);
+  const char *params[5] = {arr, oq_session_id(s), res,
+                           history ? "true" : "false", cut};
   batch_acc a = {ids, n, acked, NULL, NULL};
-  if (!res || !batch_acc_index(&a)) {
+  if (!res || !cut || !batch_acc_index(&a)) {
     free(res);
+    free(cut);
     free(arr);
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   }
   oq_err e =
       oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_BATCH_KEEP),
-                         4, params, mark_acked, &a, NULL);
+                         5, params, mark_acked, &a, NULL);
   free(a.order);
   free(res);
+  free(cut);
   free(arr);
   return e;
 }
@@ -271,6 +277,8 @@ static oq_err batch_reconcile(oq_db *db, const oq_session *s,
   const char **again = calloc(n, sizeof *again);
   bool *again_acked = calloc(n, sizeof *again_acked);
   size_t *again_idx = calloc(n, sizeof *again_idx);
+  const char **again_res = NULL; /* opts->results of again[] */
+  bool *again_cut = NULL;
   oq_err e = OQ_OK;
   char *arr = NULL;
   if (!ours || !seen || !again || !again_acked || !again_idx) {
@@ -303,7 +311,24 @@ static oq_err batch_reconcile(oq_db *db, const oq_session *s,
     }
   }
   if (m > 0) {
-    e = batch_delete(db, s, again, m, again_acked, opts);
+    /* per-item results follow their items into the shorter list */
+    oq_ack_opts sub = opts ? *opts : (oq_ack_opts){0};
+    if (opts && opts->results) {
+      again_res = calloc(m, sizeof *again_res);
+      again_cut = calloc(m, sizeof *again_cut);
+      if (!again_res || !again_cut) {
+        e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+        goto out;
+      }
+      for (size_t j = 0; j < m; j++) {
+        again_res[j] = opts->results[again_idx[j]];
+        again_cut[j] =
+            opts->results_truncated && opts->results_truncated[again_idx[j]];
+      }
+      sub.results = again_res;
+      sub.results_truncated = again_cut;
+    }
+    e = batch_delete(db, s, again, m, again_acked, opts ? &sub : NULL);
     if (e != OQ_OK)
       goto out;
     for (size_t j = 0; j < m; j++)
@@ -311,6 +336,8 @@ static oq_err batch_reconcile(oq_db *db, const oq_session *s,
   }
 out:
   free(arr);
+  free(again_res);
+  free(again_cut);
   free(ours);
   free(seen);
   free(again);
@@ -517,6 +544,23 @@ char *oq__result_bounded(const char *result)
     memcpy(out, result, len);
     out[len] = '\0';
   }
+  return out;
+}
+
+char *oq__flags_array(const bool *flags, bool all, size_t n)
+{
+  char *out = malloc(2 * n + 3);
+  if (!out)
+    return NULL;
+  size_t p = 0;
+  out[p++] = '{';
+  for (size_t i = 0; i < n; i++) {
+    if (i)
+      out[p++] = ',';
+    out[p++] = (flags ? flags[i] : all) ? 't' : 'f';
+  }
+  out[p++] = '}';
+  out[p] = '\0';
   return out;
 }
 

@@ -37,6 +37,7 @@ typedef struct many {
   size_t m;
   char *ids;     /* text array of the active ids */
   char *results; /* text array of their results (onceq_results, history) */
+  char *cuts;    /* bool array: the caller cut that result (truncated) */
   long failed;   /* position: 0..m-1 an item, m the check, m+1 BEGIN/COMMIT */
 } many;
 
@@ -51,9 +52,9 @@ static const char *check_sql(const many *b)
   return oq__sql(oq_db_engine(b->db), OQ__SQL_ACK_MANY_CHECK_KEEP);
 }
 
-#define CHECK_NPARAMS 5
+#define CHECK_NPARAMS 6
 
-/* The check's parameters: ids, session, count, results, history. */
+/* The check's parameters: ids, session, count, results, history, cuts. */
 static void check_params(const many *b, const char *count, const char **p)
 {
   p[0] = b->ids;
@@ -61,6 +62,7 @@ static void check_params(const many *b, const char *count, const char **p)
   p[2] = count;
   p[3] = b->results;
   p[4] = b->opts && b->opts->history ? "true" : "false";
+  p[5] = b->cuts;
 }
 
 /* The round's id array and count; false when out of memory. */
@@ -85,16 +87,27 @@ static bool prepare_results(many *b, char *const *rows)
   const char **res = malloc((b->m ? b->m : 1) * sizeof *res);
   if (!res)
     return false;
+  bool *cut = calloc(b->m ? b->m : 1, sizeof *cut);
+  if (!cut) {
+    free(res);
+    return false;
+  }
   const oq_ack_opts *o = b->opts;
   for (size_t k = 0; k < b->m; k++) {
-    res[k] = o && o->results ? o->results[b->active[k]] : o ? o->result : NULL;
+    size_t i = b->active[k];
+    res[k] = o && o->results ? o->results[i] : o ? o->result : NULL;
+    cut[k] = o && o->results ? o->results_truncated && o->results_truncated[i]
+                             : o && o->result && o->result_truncated;
     if (!res[k] && rows)
-      res[k] = rows[k];
+      res[k] = rows[k]; /* its statement's first row: the server bounds it */
   }
   free(b->results);
+  free(b->cuts);
   b->results = oq__results_array(res, NULL, b->m);
+  b->cuts = oq__flags_array(cut, false, b->m);
   free(res);
-  return b->results != NULL;
+  free(cut);
+  return b->results != NULL && b->cuts != NULL;
 }
 
 /* ---- the callback round: oq_db_transact runs it, restarts included --- */
@@ -162,6 +175,7 @@ static oq_err results_from_rows(void *ud, oq__pstmt *check)
   if (!prepare_results(r->b, r->rows))
     return OQ_ERR_NOMEM;
   r->cp[3] = r->b->results;
+  r->cp[5] = r->b->cuts;
   return OQ_OK;
 }
 
@@ -184,8 +198,8 @@ static oq_err sql_round_run(many *b)
   }
   /* parsed and planned once per connection, not per item */
   char item_stmt[16], check_stmt[16];
-  static const unsigned int check_types[CHECK_NPARAMS] = {0, OQ_OID_UUID, 0, 0,
-                                                          0};
+  static const unsigned int check_types[CHECK_NPARAMS] = {0, OQ_OID_UUID, 0,
+                                                          0, 0,           0};
   b->failed = (long)b->m + 1;
   int ncols = 0;
   e = oq__db_prepare_once(b->db, b->sql, 4, types, item_stmt, sizeof item_stmt,
@@ -423,9 +437,11 @@ static oq_err run_many(many *b, round_fn round)
   free(b->active);
   free(b->ids);
   free(b->results);
+  free(b->cuts);
   b->active = NULL;
   b->ids = NULL;
   b->results = NULL;
+  b->cuts = NULL;
   /* a round's commit was ambiguous at some point: a pending item may yet
    * turn out acknowledged by it, so the next call reconciles first */
   if (e != OQ_OK && was_ambiguous)

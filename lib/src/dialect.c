@@ -117,13 +117,14 @@ static const char claim_parts_crdb[] =
 
 /* Results (schema v3): the pieces of the OQ__SQL_*_KEEP acks. */
 #define KEEP_RETURNING " RETURNING id, queue, attempts, created_at, keep_result"
-/* d joined with the results array parallel to $1 (GROUP BY: a duplicate id
- * must not write its row twice) */
-#define KEEP_X(results)                                                        \
-  " v AS (SELECT u.id, max(u.res) AS res FROM unnest($1::uuid[], " results     \
-  "::text[]) AS u(id, res) GROUP BY u.id),"                                    \
+/* d joined with the results array and the "cut by the caller" flags, both
+ * parallel to $1 (GROUP BY: a duplicate id must not write its row twice) */
+#define KEEP_X(results, cuts)                                                  \
+  " v AS (SELECT u.id, max(u.res) AS res, bool_or(u.cut) AS cut"               \
+  " FROM unnest($1::uuid[], " results "::text[], " cuts "::bool[])"            \
+  " AS u(id, res, cut) GROUP BY u.id),"                                        \
   " x AS (SELECT d.id, d.queue, d.attempts, d.created_at, d.keep_result,"      \
-  " v.res FROM d LEFT JOIN v ON v.id = d.id),"
+  " v.res, v.cut FROM d LEFT JOIN v ON v.id = d.id),"
 #define KEEP_WRITES(history)                                                   \
   " h AS (INSERT INTO onceq_done (item_id, queue, attempts, session_id,"       \
   " result, created_at)"                                                       \
@@ -135,7 +136,8 @@ static const char claim_parts_crdb[] =
   " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result,"         \
   " truncated)"                                                                \
   " SELECT id, queue, 'done', left(res, 65536),"                               \
-  " coalesce(length(res) > 65536, false) FROM x WHERE keep_result"             \
+  " coalesce(length(res) > 65536, false) OR coalesce(cut, false)"              \
+  " FROM x WHERE keep_result"                                                  \
   " ON CONFLICT (item_id) DO UPDATE SET outcome = excluded.outcome,"           \
   " result = excluded.result, truncated = excluded.truncated,"                 \
   " finished_at = now() RETURNING item_id)"
@@ -323,18 +325,21 @@ static const char *const shared[OQ__SQL__COUNT] = {
         "WITH d AS (DELETE FROM onceq_items WHERE id = $1::uuid"
         " AND claim = $2::uuid" KEEP_RETURNING "),"
         " x AS (SELECT d.id, d.queue, d.attempts, d.created_at,"
-        " d.keep_result, $3::text AS res FROM d)," KEEP_WRITES(
+        " d.keep_result, $3::text AS res, $5::bool AS cut FROM d)," KEEP_WRITES(
             "$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
-    /* $3: results parallel to $1 (text[], NULL entries: none) */
+    /* $3: results parallel to $1 (text[], NULL entries: none); $5 their
+     * cut-by-the-caller flags (bool[]) */
     [OQ__SQL_ACK_BATCH_KEEP] =
         "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-        " AND claim = $2::uuid" KEEP_RETURNING ")," KEEP_X("$3")
+        " AND claim = $2::uuid" KEEP_RETURNING ")," KEEP_X("$3", "$5")
             KEEP_WRITES("$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
     /* oq_ack_many's check (OQ__SQL_ACK_MANY_CHECK) that also keeps
-     * results: $3 the count sent, $4 results (text[]), $5 history */
+     * results: $3 the count sent, $4 results (text[]), $5 history, $6 the
+     * results' cut flags (bool[]) */
     [OQ__SQL_ACK_MANY_CHECK_KEEP] =
         "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-        " AND claim = $2::uuid" KEEP_RETURNING ")," KEEP_X("$4") KEEP_WRITES(
+        " AND claim = $2::uuid" KEEP_RETURNING
+        ")," KEEP_X("$4", "$6") KEEP_WRITES(
             "$5") " SELECT 1 / (CASE WHEN (SELECT count(*) FROM x) = $3::int8"
                   " THEN 1 ELSE 0 END)" KEEP_COUNTS_FROM,
     /* a waiter asks for the outcome of live items it waits for */

@@ -191,6 +191,9 @@ char *oq__result_bounded(const char *result);
  * entries are SQL NULL), or all for every item when results is NULL.
  * malloc'd; NULL on out of memory. */
 char *oq__results_array(const char *const *results, const char *all, size_t n);
+/* The bool[] literal of n flags ("{t,f}"): flags[i], or all for every one
+ * when flags is NULL; malloc'd, NULL on out of memory. */
+char *oq__flags_array(const bool *flags, bool all, size_t n);
 
 /* ---- rowjson.c -------------------------------------------------------- */
 

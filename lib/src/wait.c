@@ -97,6 +97,7 @@ static oq_err take_row(void *ud, int ncols, const char *const *v)
       r->truncated = v[4] && v[4][0] == 't';
     } else if (v[2] && strcmp(v[2], "cancelled") == 0) {
       r->state = OQ_WAIT_CANCELLED;
+      text = v[3]; /* a cancel keeps the item's last error as its result */
     } else if (v[5] && v[5][0] == 't') {
       r->state = OQ_WAIT_DEAD;
       text = v[6];
@@ -113,7 +114,7 @@ static oq_err take_row(void *ud, int ncols, const char *const *v)
       char *copy = strdup(text);
       if (!copy)
         return OQ_ERR_NOMEM;
-      if (r->state == OQ_WAIT_DEAD)
+      if (r->state == OQ_WAIT_DEAD || r->state == OQ_WAIT_CANCELLED)
         r->error = copy;
       else
         r->result = copy;

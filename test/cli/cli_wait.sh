@@ -85,6 +85,43 @@ oq_check "push --wait exit for an --http item" "$rc" 0
 whid=$(oq_q "SELECT item_id FROM onceq_results WHERE queue = 'wh'")
 oq_check "push --wait prints the --http response body" "$(cat "$t/wh.out")" \
   "{\"echo\": {\"h\": 5}, \"key\": \"$whid\"}"
+# past the worker's 4 KiB an --exec stdout keeps its tail and an --http body
+# its head, and the cut shows: truncated in --json (docs/design.md §4c)
+"$ONCEQ_CLI" --json push --queue wxl --wait --timeout 20s '{"x": 8}' \
+  >"$t/wxl.out" 2>"$t/wxl.err" &
+wp=$!
+sleep 0.5
+"$ONCEQ_WORKER" --queue wxl --drain --exec sh -c 'head -c 10000 /dev/zero | tr "\\0" a; echo END' \
+  >"$t/workerxl.log" 2>&1
+rc=0
+wait "$wp" || rc=$?
+oq_check "push --wait exit for a long --exec stdout" "$rc" 0
+oq_check "a cut --exec stdout is truncated" "$(oq_jget "$t/wxl.out" 'd["truncated"]')" True
+oq_check "a cut --exec stdout keeps its last 4096 bytes" \
+  "$(oq_jget "$t/wxl.out" '(len(d["result"]), d["result"][-4:])')" "(4096, 'END\n')"
+"$ONCEQ_CLI" --json push --queue wxs --wait --timeout 20s '{"x": 9}' \
+  >"$t/wxs.out" 2>"$t/wxs.err" &
+wp=$!
+sleep 0.5
+"$ONCEQ_WORKER" --queue wxs --drain --exec sh -c 'head -c 4096 /dev/zero | tr "\\0" b' \
+  >"$t/workerxs.log" 2>&1
+rc=0
+wait "$wp" || rc=$?
+oq_check "an --exec stdout of exactly 4096 bytes is whole" \
+  "$(oq_jget "$t/wxs.out" '(len(d["result"]), d["truncated"])')" "(4096, False)"
+"$ONCEQ_CLI" --json push --queue whl --wait --timeout 20s "{\"pad\": \"$(head -c 6000 /dev/zero | tr '\0' p)\"}" \
+  >"$t/whl.out" 2>"$t/whl.err" &
+wp=$!
+sleep 0.5
+"$ONCEQ_WORKER" --queue whl --drain --http "http://127.0.0.1:$(cat "$t/echo.port")/" \
+  >"$t/workerhl.log" 2>&1
+rc=0
+wait "$wp" || rc=$?
+oq_check "push --wait exit for a long --http body" "$rc" 0
+oq_check "a cut --http body is truncated" \
+  "$(oq_jget "$t/whl.out" '(len(d["result"]), d["result"][:9], d["truncated"])')" \
+  "(4096, '{\"echo\": ', True)"
+
 # the batched --sql ack (the default) is reported acknowledged too
 "$ONCEQ_CLI" push --queue w1b --wait --timeout 20s '{"n": 1}' \
   >"$t/w1b.out" 2>"$t/w1b.err" &
@@ -139,6 +176,23 @@ rc=0
 wait "$wp" || rc=$?
 oq_check "wait exit when cancelled" "$rc" 4
 oq_check "json state (cancelled)" "$(oq_jget "$t/w4.out" 'd["state"]')" cancelled
+oq_check "json error (cancelled, no attempt failed)" "$(oq_jget "$t/w4.out" 'd["error"]')" None
+# an item that failed an attempt before its cancel: the waiter gets that error
+id=$("$ONCEQ_CLI" push --queue w4e '{"n": 4}')
+oq_q "UPDATE onceq_items SET attempts = 1, last_error = 'exit status 3: disk <full>'
+     WHERE id = '$id'" >/dev/null
+"$ONCEQ_CLI" wait --timeout 20s "$id" >"$t/w4e.out" 2>"$t/w4e.err" &
+wp=$!
+sleep 0.5
+"$ONCEQ_CLI" cancel "$id" >/dev/null
+rc=0
+wait "$wp" || rc=$?
+oq_check "wait exit when cancelled after a failure" "$rc" 4
+oq_check "stderr: cancelled with its last error" "$(cat "$t/w4e.err")" \
+  "onceq: wait: $id was cancelled (\`onceq cancel\`); its last error: exit status 3: disk <full>"
+oq_run_cli "$t/w4ej.out" "$t/w4ej.err" --json wait "$id"
+oq_check "json error (cancelled after a failure)" "$(oq_jget "$t/w4ej.out" 'd["error"]')" \
+  'exit status 3: disk <full>'
 
 # 5. timeout: exit 5, on time
 id=$("$ONCEQ_CLI" push --queue w5 '{"n": 5}')

@@ -114,7 +114,9 @@ static void test_batch(oq_db *db, const oq_session *s)
   ASSERT_EQ(SEM_CLAIM(db, s, "wbatch", 3, &it), 3);
   const char *cids[3] = {it[0].id, it[1].id, it[2].id};
   const char *res[3] = {"r0", NULL, "r2 \"quoted\" \\ back"};
-  oq_ack_opts ao = {.results = res};
+  /* r0 is what is left of a longer output (a handler's own bound) */
+  const bool cut[3] = {true, false, false};
+  oq_ack_opts ao = {.results = res, .results_truncated = cut};
   bool acked[3];
   size_t nacked = 0;
   ASSERT_OK(db, oq_ack_batch(db, s, cids, 3, acked, &nacked, &ao));
@@ -128,10 +130,11 @@ static void test_batch(oq_db *db, const oq_session *s)
       ASSERT_STREQ(out[i].result, res[i]);
     else
       ASSERT(out[i].result == NULL);
+    ASSERT_EQ(out[i].truncated, cut[i]);
   }
   oq_wait_results_free(out, 3);
   oq_items_free(it, 3);
-  printf("ok batch: each item's own result\n");
+  printf("ok batch: each item's own result and cut flag\n");
 }
 
 /* oq_ack_many_sql: each item's first row is its result; one whose
@@ -376,6 +379,28 @@ static void test_plain_insert_and_opt_in(oq_db *db, const oq_session *s)
   printf("ok plain INSERT asks; oq_wait opts in; results bounded\n");
 }
 
+/* A handler that kept only part of its output says so (oq_ack's
+ * result_truncated): the waiter sees truncated though the text is short. */
+static void test_single_cut(oq_db *db, const oq_session *s)
+{
+  char id[OQ_UUID_LEN + 1];
+  enqueue_keep(db, "wcut", 25, id);
+  oq_item *it = NULL;
+  ASSERT_EQ(SEM_CLAIM(db, s, "wcut", 1, &it), 1);
+  oq_ack_opts ao = {.result = "...the tail", .result_truncated = true};
+  ASSERT_OK(db, oq_ack(db, s, &it[0], NULL, NULL, &ao, NULL));
+  const char *ids[1] = {id};
+  oq_wait_result out[1];
+  oq_wait_opts o = {.timeout_ms = 3000};
+  ASSERT_OK(db, oq_wait(db, ids, 1, &o, out));
+  ASSERT_EQ(out[0].state, OQ_WAIT_DONE);
+  ASSERT_STREQ(out[0].result, "...the tail");
+  ASSERT(out[0].truncated);
+  oq_wait_results_free(out, 1);
+  oq_items_free(it, 1);
+  printf("ok single: a result the handler cut is truncated\n");
+}
+
 static void test_bad_ids(oq_db *db)
 {
   const char *ids[1] = {"00000000-0000-0000-0000-000000000000"};
@@ -400,6 +425,7 @@ int main(void)
 
   test_done(db, s);
   test_batch(db, s);
+  test_single_cut(db, s);
   test_many_sql(db, s);
   test_dead(db, s);
   test_timeout(db);

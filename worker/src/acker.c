@@ -20,9 +20,13 @@ static void ack_group(wk *w, oq_db *db, wk_job **jobs, size_t n, uint64_t *rng)
   /* each job's handler result (exec stdout tail, HTTP body): kept in the
    * history and for items that asked for it (keep_result) */
   const char *results[ACK_BATCH_MAX];
-  for (size_t i = 0; i < n; i++)
+  bool cut[ACK_BATCH_MAX];
+  for (size_t i = 0; i < n; i++) {
     results[i] = jobs[i]->result;
+    cut[i] = jobs[i]->result_cut;
+  }
   ao.results = results;
+  ao.results_truncated = cut;
   oq_session *s = jobs[0]->g->session;
   size_t nacked = 0;
   for (int round = 1;; round++) {

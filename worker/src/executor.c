@@ -109,6 +109,7 @@ static void run_job(wk *w, oq_db *db, wk_http *http, wk_job *j)
     /* exec stdout tail or HTTP body: kept with the ack for items that
      * keep their result (and in the history); out of memory: none */
     j->result = r->output[0] ? strdup(r->output) : NULL;
+    j->result_cut = r->output_cut;
     wk_ack_queue(w, j); /* the acker owns it now */
     j = NULL;
     break;

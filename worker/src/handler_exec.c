@@ -170,7 +170,7 @@ static void tail_add(tail *t, const char *p, size_t n)
  * '?' rather than failing the INSERT that records the failure, and a cut
  * never starts or ends inside a UTF-8 sequence.
  */
-static void put_text(char *dst, size_t size, const char *prefix, const tail *t)
+static bool put_text(char *dst, size_t size, const char *prefix, const tail *t)
 {
   size_t plen = strlen(prefix);
   if (plen > size - 1)
@@ -186,6 +186,7 @@ static void put_text(char *dst, size_t size, const char *prefix, const tail *t)
     }
   }
   oq_text_clean(dst + plen, size - plen, t->buf + start, t->len - start);
+  return start > 0 || t->truncated; /* some of what it printed is not here */
 }
 
 /* "cannot run CMD: <what>: <strerror>" into r->error, outcome failed. */
@@ -651,7 +652,7 @@ static void fill_result(const exec_call *c, wk_result *r)
     }
     break;
   }
-  put_text(r->output, sizeof r->output, "", &c->out);
+  r->output_cut = put_text(r->output, sizeof r->output, "", &c->out);
   if (r->outcome == WK_OK) {
     r->error[0] = '\0';
     return;
@@ -660,7 +661,7 @@ static void fill_result(const exec_call *c, wk_result *r)
     size_t n = strlen(reason);
     snprintf(reason + n, sizeof reason - n, ": ");
   }
-  put_text(r->error, sizeof r->error, reason, &c->err);
+  (void)put_text(r->error, sizeof r->error, reason, &c->err);
 }
 
 int wk_exec_run(const wk_exec_cfg *cfg, const wk_task *t, wk_result *r)

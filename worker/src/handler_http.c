@@ -66,6 +66,7 @@ struct wk_http {
   char errbuf[CURL_ERROR_SIZE];            /* curl's detail for the failure */
   char body[WK_TAIL_MAX];                  /* body head, not NUL-terminated */
   size_t body_len;                         /* bytes in body */
+  bool body_cut;                           /* more came than body holds */
   char retry_after[HTTP_HEADER_VALUE_MAX]; /* last response's, or "" */
   bool has_retry_after;
   char location[HTTP_HEADER_VALUE_MAX]; /* last response's, or "" */
@@ -329,6 +330,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
   size_t take = n < room ? n : room;
   memcpy(h->body + h->body_len, data, take);
   h->body_len += take;
+  if (take < n)
+    h->body_cut = true;
   return n;
 }
 
@@ -563,6 +566,7 @@ static void http_outcome(wk_http *h, long status, wk_result *r)
   if (status >= 200 && status <= 299) {
     r->outcome = WK_OK;
     set_text(r->output, sizeof r->output, "%s", body);
+    r->output_cut = h->body_cut;
     return;
   }
   r->outcome = WK_FAILED;
@@ -600,6 +604,7 @@ void wk_http_run(wk_http *h, const wk_task *t, wk_result *r)
   h->cancelled = false;
   h->errbuf[0] = '\0';
   h->body_len = 0;
+  h->body_cut = false;
   h->retry_after[0] = '\0';
   h->has_retry_after = false;
   h->location[0] = '\0';

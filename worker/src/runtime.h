@@ -45,6 +45,7 @@ typedef struct wk_job {
   char *result;             /* the handler's result for the acker (exec
                                stdout tail, HTTP body); NULL: none. Owned,
                                freed by wk_job_free */
+  bool result_cut;          /* result is not all of the output */
 } wk_job;
 
 typedef struct wk {

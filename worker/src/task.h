@@ -44,6 +44,8 @@ typedef struct wk_result {
   int retry_after_ms;           /* >= 0: the remote asked for this delay */
   char error[WK_TAIL_MAX + 1];  /* why it failed; becomes last_error */
   char output[WK_TAIL_MAX + 1]; /* result text kept in history; may be "" */
+  bool output_cut; /* output is not all the handler printed or returned
+                      (onceq_results.truncated) */
 } wk_result;
 
 /* Reset a result to "failed, no detail". */

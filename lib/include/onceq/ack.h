@@ -51,6 +51,13 @@ typedef struct oq_ack_opts {
                          oq_ack_batch: every item's, unless results is set */
   const char *const *results; /* oq_ack_batch only: results[i] for ids[i]
                                  (NULL entries: none); may be NULL */
+  /* The caller already cut the result (a handler's output past its own
+   * bound): onceq_results.truncated is set as for a cut at
+   * OQ_RESULT_MAX_CHARS, so a waiter sees that it is not all of it.
+   * result_truncated goes with result, results_truncated[i] (may be NULL:
+   * none cut) with results[i]. */
+  bool result_truncated;
+  const bool *results_truncated;
 } oq_ack_opts;
 
 /*

@@ -38,7 +38,8 @@ typedef enum oq_wait_state {
   OQ_WAIT_PENDING = 0,   /* still live (time ran out, or stopped) */
   OQ_WAIT_DONE = 1,      /* acknowledged; result is the kept result */
   OQ_WAIT_DEAD = 2,      /* dead-lettered; error is its last error */
-  OQ_WAIT_CANCELLED = 3, /* deleted by `onceq cancel` */
+  OQ_WAIT_CANCELLED = 3, /* deleted by `onceq cancel`; error is its last
+                            error then (NULL: no attempt had failed) */
   OQ_WAIT_UNKNOWN = 4    /* not live and no record: no such item, or its
                             record's retention has passed */
 } oq_wait_state;
@@ -47,8 +48,9 @@ typedef struct oq_wait_result {
   char id[OQ_UUID_LEN + 1];
   oq_wait_state state;
   char *result;   /* DONE: the kept result, or NULL (none kept); owned */
-  bool truncated; /* DONE: result was cut to OQ_RESULT_MAX_CHARS */
-  char *error;    /* DEAD: last_error (may be NULL); owned */
+  bool truncated; /* DONE: result is cut (OQ_RESULT_MAX_CHARS, or the
+                     handler's own bound: oq_ack_opts.result_truncated) */
+  char *error;    /* DEAD, CANCELLED: last_error (may be NULL); owned */
   int attempts;   /* DEAD: attempts made */
 } oq_wait_result;
 
