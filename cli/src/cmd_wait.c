@@ -118,7 +118,8 @@ static void print_text(const char *cmd, const oq_wait_result *r, size_t n,
       printf("%s\tunknown\t\n", r->id);
     fprintf(stderr,
             "onceq: %s: no item %s (not live, not dead, and no kept outcome: "
-            "a wrong id, or its result's retention has passed)\n",
+            "a wrong id, its result's retention has passed, or it finished "
+            "before anyone asked for its result: enqueue with keep_result)\n",
             cmd, r->id);
     break;
   }
