@@ -549,18 +549,13 @@ char *oq__result_bounded(const char *result)
 
 char *oq__flags_array(const bool *flags, bool all, size_t n)
 {
-  char *out = malloc(2 * n + 3);
-  if (!out)
+  const char **v = malloc((n ? n : 1) * sizeof *v);
+  if (!v)
     return NULL;
-  size_t p = 0;
-  out[p++] = '{';
-  for (size_t i = 0; i < n; i++) {
-    if (i)
-      out[p++] = ',';
-    out[p++] = (flags ? flags[i] : all) ? 't' : 'f';
-  }
-  out[p++] = '}';
-  out[p] = '\0';
+  for (size_t i = 0; i < n; i++)
+    v[i] = (flags ? flags[i] : all) ? "t" : "f";
+  char *out = oq__text_array(v, n); /* {"t","f"} reads as bool[] too */
+  free(v);
   return out;
 }
 
