@@ -60,6 +60,10 @@ int main(void)
   sql_bad("start transaction", "(start)");
   sql_bad("savepoint a", "(savepoint)");
   sql_bad("abort", "(abort)");
+  /* COPY streams over the connection: the ack transaction cannot carry it */
+  sql_bad("copy t to stdout", "must not be a COPY");
+  sql_bad(" /* load */ COPY t FROM STDIN", "must not be a COPY");
+  ASSERT_EQ(wk_preflight_sql_text("select copy from t", err, sizeof err), 0);
   ASSERT_EQ(wk_preflight_sql_text("insert into t values ($1)", err, sizeof err),
             0);
   ASSERT_EQ(wk_preflight_sql_text("select beginning from t", err, sizeof err),

@@ -54,6 +54,16 @@ int wk_preflight_sql_text(const char *sql, char *err, size_t errlen)
   size_t n = 0;
   while (isalpha((unsigned char)s[n]))
     n++;
+  /* COPY streams rows over the connection after its reply; inside the
+   * ack transaction nothing would ever read or end that stream (the
+   * connection stays in COPY state and the item stays claimed) */
+  if (n == 4 && strncasecmp(s, "copy", 4) == 0) {
+    snprintf(err, errlen,
+             "--sql must not be a COPY: a COPY streams rows over the "
+             "connection, which the ack transaction cannot carry; write "
+             "INSERT ... SELECT or SELECT instead");
+    return 2;
+  }
   for (size_t i = 0; i < sizeof tx_words / sizeof tx_words[0]; i++) {
     if (strlen(tx_words[i]) == n && strncasecmp(s, tx_words[i], n) == 0) {
       snprintf(err, errlen,
