@@ -9,11 +9,15 @@
 void cm_vsay(const char *prog, const char *cmd, const char *suffix,
              const char *fmt, va_list ap)
 {
-  char raw[2048], masked[2048];
+  char raw[2048], masked[2048], safe[4096];
   vsnprintf(raw, sizeof raw, fmt, ap);
   oq_text_mask_secrets(raw, masked, sizeof masked);
-  fprintf(stderr, "%s: %s%s%s%s\n", prog, cmd ? cmd : "", cmd ? ": " : "",
-          masked, suffix ? suffix : "");
+  /* the message echoes what the user or the server gave (a flag's value,
+   * a name): a newline in it would split the one line, an ESC would
+   * reach the terminal */
+  oq_text_escape(safe, sizeof safe, masked);
+  fprintf(stderr, "%s: %s%s%s%s\n", prog, cmd ? cmd : "", cmd ? ": " : "", safe,
+          suffix ? suffix : "");
 }
 
 void cm_say(const char *prog, const char *cmd, const char *suffix,
