@@ -49,18 +49,26 @@ int main(int argc, char **argv)
   int nrest = 0, rc = CLI_EXIT_USAGE;
   if (!rest)
     return CLI_EXIT_RUNTIME;
+  bool db_given = false;
   for (int i = 1; i < argc; i++) {
     char *a = argv[i];
+    bool db_flag = strcmp(a, "--db") == 0 || strncmp(a, "--db=", 5) == 0;
+    if (db_flag && db_given) {
+      /* one rule with the commands' own flags (cli_no_repeats) */
+      rc = cli_usage_error(NULL, "--db is given twice; give it once (a "
+                                 "second one would silently win)");
+      goto out;
+    }
     if (strcmp(a, "--db") == 0) {
       if (i + 1 >= argc) {
         rc = cli_usage_error(NULL, "--db needs a value (a database URL)");
         goto out;
       }
-      free(db_copy);
+      db_given = true;
       db_copy = strdup(argv[++i]);
       oq_conninfo_mask_in_place(argv[i]);
     } else if (strncmp(a, "--db=", 5) == 0) {
-      free(db_copy);
+      db_given = true;
       db_copy = strdup(a + 5);
       oq_conninfo_mask_in_place(a + 5);
     } else if (strcmp(a, "--json") == 0) {
