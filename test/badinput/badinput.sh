@@ -124,6 +124,9 @@ worker_case "worker --shutdown-timeout 30s --shutdown-timeout=0s (last wins, che
 cli_case "coordinator --interval twice" 2 \
   '^onceq: coordinator: --interval is given twice; give it once' \
   coordinator --interval 1s --interval=2s
+cli_case "onceq --db twice (global)" 2 \
+  '^onceq: --db is given twice; give it once' \
+  --db "$W_URL" "--db=$OQ_ADMIN_DSN" list
 
 # ---- schedules that can never fire are refused at creation -------------------
 cli_case "schedule add '0 0 30 2 *' (February 30)" 2 \
@@ -224,6 +227,18 @@ cli_case "coordinator --session-expiry 0s" 2 '^onceq: coordinator: --session-exp
 cli_case "coordinator --heartbeat-interval=0s" 2 '^onceq: coordinator: --heartbeat-interval 0s' \
   coordinator --heartbeat-interval=0s
 
+# ---- a value echoed in a usage error is escaped (one line, no ESC) ----------
+cli_case "list --state with a newline" 2 \
+  '^onceq: list: --state must be .*\(got x\\nFORGED\); see' list --state $'x\nFORGED'
+cli_case "schedule add NAME with an escape sequence" 2 \
+  "^onceq: schedule: bad NAME 'sch\\\\x1B\\[1mX'" schedule add $'sch\033[1mX' '* * * * *' q '{}'
+worker_case "worker --concurrency with a newline" 2 \
+  '^onceq-worker: --concurrency 1\\nFORGED must be a whole number' \
+  --concurrency $'1\nFORGED' --sql 'select 1'
+cli_case "coordinator --log-level with an escape sequence" 2 \
+  '^onceq: coordinator: --log-level x\\x1B\[2J is unknown' \
+  coordinator --log-level $'x\033[2J'
+
 # ---- worker flags --------------------------------------------------------------
 worker_case "worker --drain=yes" 2 '^onceq-worker: --drain takes no value' \
   --drain=yes --sql 'select 1'
@@ -248,6 +263,12 @@ worker_case "--sql uses \$5 (issue 14, bad 1)" 2 '^onceq-worker: --sql uses \$5;
   --sql 'insert into ledger values ($2, $5::int)'
 worker_case "--sql uses \$5 untyped" 2 '(uses \$5|parameter \$5)' \
   --sql 'insert into ledger values ($2, $5)'
+# COPY streams rows over the connection: inside the ack transaction libpq
+# waits for a copy that never ends (the worker spun, its item claimed).
+worker_case "--sql copy ... to stdout" 2 '^onceq-worker: --sql must not be a COPY' \
+  --sql 'copy ledger to stdout'
+worker_case "--sql COPY ... FROM STDIN" 2 '^onceq-worker: --sql must not be a COPY' \
+  --sql ' /* load */ COPY ledger FROM STDIN'
 worker_case "--sql names a missing table" 2 'relation "nosuch" does not exist \(SQLSTATE 42P01\)' \
   --sql 'insert into nosuch values ($1)'
 worker_case "--sql \$1 used as the wrong type" 2 'rejected by the server: .*(operator|integer|jsonb)' \
