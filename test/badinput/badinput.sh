@@ -360,6 +360,11 @@ cmdline_case "worker --http=URL with a password, in ps" "$ONCEQ_WORKER" \
   --queue cmdline "--http=http://hook:$SECRET@127.0.0.1:9/hook"
 cmdline_case "coordinator --notify-url with a password, in ps" "$ONCEQ_CLI" \
   coordinator --notify-url "https://hook:$SECRET@127.0.0.1:9/dead"
+# --db's password (the server trusts 127.0.0.1 here, so it is not checked)
+cmdline_case "worker --db with password=, in ps" "$ONCEQ_WORKER" \
+  --db "$OQ_DSN password=$SECRET" --queue cmdline --exec /bin/true
+cmdline_case "coordinator --db=conninfo with password=, in ps" "$ONCEQ_CLI" \
+  "--db=$OQ_DSN password=$SECRET" coordinator
 before=$(oq_snapshot)
 
 # ---- control characters in a queue name never reach the terminal raw ---------
