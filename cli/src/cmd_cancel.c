@@ -40,7 +40,7 @@ static const char delete_sql[] =
     "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
     " RETURNING id, queue, keep_result, last_error),"
     " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result)"
-    " SELECT id, queue, 'cancelled', left(last_error, 65536) FROM d"
+    " SELECT id, queue, 'cancelled', last_error FROM d"
     " WHERE keep_result"
     " ON CONFLICT (item_id) DO UPDATE SET outcome = excluded.outcome,"
     " result = excluded.result, truncated = false, finished_at = now()"

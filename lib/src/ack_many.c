@@ -95,11 +95,13 @@ static bool prepare_results(many *b, char *const *rows)
   const oq_ack_opts *o = b->opts;
   for (size_t k = 0; k < b->m; k++) {
     size_t i = b->active[k];
-    res[k] = o && o->results ? o->results[i] : o ? o->result : NULL;
-    cut[k] = o && o->results ? o->results_truncated && o->results_truncated[i]
-                             : o && o->result && o->result_truncated;
-    if (!res[k] && rows)
-      res[k] = rows[k]; /* its statement's first row: the server bounds it */
+    const char *given = o && o->results ? o->results[i] : o ? o->result : NULL;
+    /* a flag goes with the caller's own result, not with a fallback row */
+    cut[k] =
+        given && (o->results ? o->results_truncated && o->results_truncated[i]
+                             : o->result_truncated);
+    /* else its statement's first row (the server bounds it) */
+    res[k] = given ? given : rows ? rows[k] : NULL;
   }
   free(b->results);
   free(b->cuts);

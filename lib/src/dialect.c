@@ -118,11 +118,14 @@ static const char claim_parts_crdb[] =
 /* Results (schema v3): the pieces of the OQ__SQL_*_KEEP acks. */
 #define KEEP_RETURNING " RETURNING id, queue, attempts, created_at, keep_result"
 /* d joined with the results array and the "cut by the caller" flags, both
- * parallel to $1 (GROUP BY: a duplicate id must not write its row twice) */
+ * parallel to $1. One entry per id (a duplicate id must not write its row
+ * twice), result and flag from the same entry: the greatest non-NULL
+ * result (res IS NULL sorts false first on both engines, whose NULL orders
+ * differ). */
 #define KEEP_X(results, cuts)                                                  \
-  " v AS (SELECT u.id, max(u.res) AS res, bool_or(u.cut) AS cut"               \
+  " v AS (SELECT DISTINCT ON (u.id) u.id, u.res, u.cut"                        \
   " FROM unnest($1::uuid[], " results "::text[], " cuts "::bool[])"            \
-  " AS u(id, res, cut) GROUP BY u.id),"                                        \
+  " AS u(id, res, cut) ORDER BY u.id, u.res IS NULL, u.res DESC),"             \
   " x AS (SELECT d.id, d.queue, d.attempts, d.created_at, d.keep_result,"      \
   " v.res, v.cut FROM d LEFT JOIN v ON v.id = d.id),"
 #define KEEP_WRITES(history)                                                   \
@@ -136,7 +139,7 @@ static const char claim_parts_crdb[] =
   " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result,"         \
   " truncated)"                                                                \
   " SELECT id, queue, 'done', left(res, 65536),"                               \
-  " coalesce(length(res) > 65536, false) OR coalesce(cut, false)"              \
+  " coalesce(length(res) > 65536 OR (cut AND res IS NOT NULL), false)"         \
   " FROM x WHERE keep_result"                                                  \
   " ON CONFLICT (item_id) DO UPDATE SET outcome = excluded.outcome,"           \
   " result = excluded.result, truncated = excluded.truncated,"                 \
