@@ -1176,11 +1176,11 @@ static int single(push_state *st)
     return cli_fail_db(st->db, e, "push", "nothing inserted");
   bool existed = c.status == OQ_ENQUEUE_DUPLICATE;
   if (o->wait) { /* the result instead of the id (--json: both) */
-    if (existed)
-      fprintf(stderr,
-              "onceq: push: exists: unique key \"%s\" is held by live item "
-              "%s; waiting for it\n",
-              o->unique_key, c.id);
+    if (existed) /* cm_say: the key is outside text, escaped */
+      cm_say("onceq", "push", NULL,
+             "exists: unique key \"%s\" is held by live item %s; waiting "
+             "for it",
+             o->unique_key, c.id);
     cli_globals wg = {.json = o->json};
     const char *ids[1] = {c.id};
     return cli_wait_ids(st->db, &wg, "push", ids, 1, o->wait_timeout_ms);
@@ -1194,11 +1194,11 @@ static int single(push_state *st)
     printf("%s\n", c.id);
   }
   fflush(stdout); /* the id first, then the note, on a terminal too */
-  if (existed)
-    fprintf(stderr,
-            "onceq: push: exists: unique key \"%s\" is held by live item %s; "
-            "nothing inserted\n",
-            o->unique_key, c.id);
+  if (existed)    /* cm_say: the key is outside text, escaped */
+    cm_say("onceq", "push", NULL,
+           "exists: unique key \"%s\" is held by live item %s; nothing "
+           "inserted",
+           o->unique_key, c.id);
   return CLI_EXIT_OK;
 }
 

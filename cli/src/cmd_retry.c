@@ -239,10 +239,10 @@ int cmd_retry(const cli_globals *g, int argc, char **argv)
       else if (strcmp(w->where, "unknown") == 0)
         fprintf(stderr, "onceq: retry: no item %s; nothing retried\n", w->id);
       else if (w->related[0])
-        fprintf(stderr,
-                "onceq: retry: %s: live item %s holds its unique key \"%s\" "
-                "(cancel that one first); nothing retried\n",
-                w->id, w->related, x->key ? x->key : "");
+        cm_say("onceq", "retry", NULL, /* the key: escaped */
+               "%s: live item %s holds its unique key \"%s\" (cancel that "
+               "one first); nothing retried",
+               w->id, w->related, x->key ? x->key : "");
     }
     rc = CLI_EXIT_USAGE;
     goto out;

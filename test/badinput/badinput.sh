@@ -386,6 +386,20 @@ grep -q 'queue: *evil\\x1B\[2J\\nFORGED' "$t/show.out" ||
 "$ONCEQ_CLI" cancel "$id" >/dev/null 2>&1 || PROBLEMS+=("evil queue: cancel failed")
 oq_log "case $NCASES: control characters in a queue name: show and stats escape them"
 
+# ---- a unique key with control characters, echoed in push's "exists" note ---
+NCASES=$((NCASES + 1))
+ekey=$'k\033[2J\nFORGED'
+id=$("$ONCEQ_CLI" push --unique-key "$ekey" '{}')
+"$ONCEQ_CLI" push --unique-key "$ekey" '{}' >/dev/null 2>"$t/exists.err" ||
+  PROBLEMS+=("evil unique key: the second push failed: $(head -c 300 "$t/exists.err")")
+[ "$(wc -l <"$t/exists.err")" = 1 ] ||
+  PROBLEMS+=("evil unique key: the exists note is $(wc -l <"$t/exists.err") lines, want 1")
+grep -q $'\033' "$t/exists.err" && PROBLEMS+=("evil unique key: an escape sequence reached the terminal")
+grep -q 'unique key "k\\x1B\[2J\\nFORGED" is held by live item' "$t/exists.err" ||
+  PROBLEMS+=("evil unique key: the note does not name the key escaped: $(cat "$t/exists.err")")
+"$ONCEQ_CLI" cancel "$id" >/dev/null 2>&1 || PROBLEMS+=("evil unique key: cancel failed")
+oq_log "case $NCASES: control characters in a unique key: $(cat "$t/exists.err")"
+
 # ---- runtime: an --exec handler's stderr is not UTF-8 (issue 14, bad 2) --------
 # The failure is recorded with its real message (invalid bytes as '?'), the
 # item is dead-lettered at once (--max-attempts 1), nothing stays claimed;
