@@ -27,6 +27,10 @@
  *  - batch-gave-up: the same for a pipelined batch of 3: the second call
  *                 remembers the first's unknown outcome, so every item is
  *                 OQ_ACK_DONE (not LOST) and the ledger has one row each.
+ *  - batch-subset: an oq_ack_batch of 3 with per-item results whose DELETE
+ *                 fails on the server while its reply is cut; meanwhile the
+ *                 middle item is claimed elsewhere: the other two are acked
+ *                 again, each with its own result and truncated flag.
  *  - gave-up:     landed, and the database refuses new connections while
  *                 the client reconnects: oq_ack gives up with
  *                 OQ_ERR_AMBIGUOUS. Once connections are allowed again, a
@@ -648,6 +652,119 @@ static void run_batch_case(const char *name, cutproxy_mode mode)
   oq_db_close(direct);
 }
 
+/* batch-subset: what the hook does while oq_ack_batch's connection is down:
+ * the middle item goes to another session, so the reconciliation acks
+ * again only the first and the last. */
+typedef struct subset_gap {
+  const char *dsn;
+  char item[OQ_UUID_LEN + 1];
+  char other[OQ_UUID_LEN + 1];
+  int ran;
+} subset_gap;
+
+static void take_middle(void *ud, cutproxy_mode mode)
+{
+  (void)mode;
+  subset_gap *g = ud;
+  oq_db *db = oqt_connect(g->dsn);
+  const char *p[2] = {g->other, g->item};
+  long n = 0;
+  oq_err e = oq_db_exec(db,
+                        "UPDATE onceq_items SET claim = $1::uuid,"
+                        " claimed_at = now() WHERE id = $2::uuid",
+                        2, p, &n);
+  if (e != OQ_OK || n != 1)
+    OQT_FAIL("take the middle item: %s (%s), %ld rows", oq_strerror(e),
+             oq_db_errmsg(db), n);
+  oq_db_close(db);
+  g->ran = 1;
+}
+
+/*
+ * An oq_ack_batch of 3 items with their own results, whose DELETE fails on
+ * the server (a trigger raises once) while the proxy drops the reply: the
+ * outcome is unknown. Meanwhile the middle item is claimed by another
+ * session. The reconciliation deletes the other two again, each with its
+ * own result (it once passed the results of the whole list to the shorter
+ * one, so the last item got the middle one's).
+ */
+static void run_batch_subset(void)
+{
+  char dsn[1024];
+  snprintf(dsn, sizeof dsn, "%s", oqt_fresh_db("ambig_batch_subset", 1));
+  oq_db *direct = oqt_connect(dsn);
+  oqt_enqueue_n(direct, QUEUE, 3);
+  oqt_exec(direct, "UPDATE onceq_items SET keep_result = true");
+  oqt_exec(direct, "CREATE SEQUENCE ambig_once");
+  oqt_exec(direct, "CREATE FUNCTION ambig_fail_once() RETURNS trigger "
+                   "LANGUAGE plpgsql AS $$ BEGIN "
+                   "IF nextval('ambig_once') = 1 THEN "
+                   "RAISE EXCEPTION 'the first DELETE fails'; END IF; "
+                   "RETURN NULL; END $$");
+  oqt_exec(direct, "CREATE TRIGGER ambig_fail_once BEFORE DELETE ON "
+                   "onceq_items FOR EACH STATEMENT "
+                   "EXECUTE FUNCTION ambig_fail_once()");
+  oq_session_opts so = session_opts();
+  oq_session *other = NULL;
+  ASSERT_OK(direct, oq_session_open(direct, &so, &other));
+  cutproxy *px = cutproxy_start(up_host, up_port);
+  if (!px)
+    OQT_FAIL("cutproxy_start failed");
+  char pdsn[2048];
+  proxied_dsn(dsn, cutproxy_port(px), pdsn, sizeof pdsn);
+  oq_db *db = oqt_connect(pdsn);
+  oq_session *s = NULL;
+  ASSERT_OK(db, oq_session_open(db, &so, &s));
+  const char *q[1] = {QUEUE};
+  oq_item *items = NULL;
+  size_t n = 0;
+  ASSERT_OK(db, oq_claim(db, s, q, 1, 10, &items, &n));
+  ASSERT_EQ(n, 3);
+  subset_gap g = {.dsn = dsn};
+  snprintf(g.item, sizeof g.item, "%s", items[1].id);
+  snprintf(g.other, sizeof g.other, "%s", oq_session_id(other));
+  cutproxy_set_match(px, "DELETE FROM onceq_items WHERE id = ANY");
+  cutproxy_on_cut(px, take_middle, &g);
+  cutproxy_arm(px, CUTPROXY_CUT_AFTER_MATCH);
+  const char *ids[3] = {items[0].id, items[1].id, items[2].id};
+  const char *res[3] = {"result 0", "result 1", "result 2"};
+  const bool cut[3] = {false, false, true};
+  oq_ack_opts ao = {.results = res, .results_truncated = cut};
+  bool acked[3];
+  size_t nacked = 0;
+  oq_err e = oq_ack_batch(db, s, ids, 3, acked, &nacked, &ao);
+  if (!cutproxy_wait_settled(px, 40000))
+    OQT_FAIL("the cut connection did not settle within 40 s");
+  printf("CASE %-15s (isolation %s): oq_ack_batch -> %s, acked %zu "
+         "(%d %d %d), hook ran %d\n",
+         "batch-subset", oqt_isolation(), oq_strerror(e), nacked, acked[0],
+         acked[1], acked[2], g.ran);
+  ASSERT_EQ(cutproxy_fired(px), 1);
+  ASSERT_EQ(g.ran, 1);
+  ASSERT_ERR(OQ_OK, e);
+  ASSERT_EQ(nacked, 2);
+  ASSERT(acked[0] && !acked[1] && acked[2]);
+  for (int i = 0; i < 3; i += 2) {
+    char want[64];
+    snprintf(want, sizeof want, "result %d|%s", i, i == 2 ? "t" : "f");
+    first_text ft = query1(direct,
+                           "SELECT result || '|' || left(truncated::text, 1)"
+                           " FROM onceq_results WHERE item_id = $1::uuid",
+                           ids[i]);
+    ASSERT_EQ(ft.rows, 1);
+    ASSERT_STREQ(ft.val, want);
+  }
+  ASSERT_EQ(count1(direct, "SELECT count(*) FROM onceq_results", NULL), 2);
+  ASSERT_EQ(count1(direct, "SELECT count(*) FROM onceq_items", NULL), 1);
+  oq_items_free(items, n);
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  oq_session_free(other);
+  oq_db_close(db);
+  cutproxy_stop(px);
+  oq_db_close(direct);
+}
+
 int main(int argc, char **argv)
 {
   const char *admin = oqt_admin_dsn();
@@ -666,6 +783,10 @@ int main(int argc, char **argv)
   }
   if (!only || strcmp(only, "batch-not-landed") == 0) {
     run_batch_case("batch-not-landed", CUTPROXY_CUT_BEFORE_COMMIT);
+    ran++;
+  }
+  if (!only || strcmp(only, "batch-subset") == 0) {
+    run_batch_subset();
     ran++;
   }
   if (!only || strcmp(only, "gave-up") == 0) {
