@@ -382,8 +382,9 @@ oq_err oq_ack_batch(oq_db *db, const oq_session *s, const char *const *ids,
   return OQ_OK;
 }
 
-oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
-               const char *error, int delay_ms, oq_fail_outcome *outcome)
+/* oq_fail with err already clean text */
+static oq_err fail_with(oq_db *db, const oq_session *s, const oq_item *item,
+                        const char *err, int delay_ms, oq_fail_outcome *outcome)
 {
   char delay[24];
   if (delay_ms < 0) {
@@ -392,7 +393,6 @@ oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
   }
   snprintf(delay, sizeof delay, "%d", delay_ms);
   const char *sid = oq_session_id(s);
-  const char *err = error ? error : "failed";
   char us[24];
   const char *ident = claim_us(item, us, sizeof us);
   const char *retry[5] = {item->id, sid, delay, err, ident};
@@ -423,6 +423,19 @@ oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
          "attempt %d/%d failed, attempts exhausted, dead-lettered: %.300s",
          item->attempt, item->max_attempts, err);
   return OQ_OK;
+}
+
+oq_err oq_fail(oq_db *db, const oq_session *s, const oq_item *item,
+               const char *error, int delay_ms, oq_fail_outcome *outcome)
+{
+  /* last_error is a text column: a caller's bytes that are not UTF-8
+   * would fail the statement and leave the item claimed (text.h) */
+  char *err = oq__result_bounded(error ? error : "failed");
+  if (!err)
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  oq_err e = fail_with(db, s, item, err, delay_ms, outcome);
+  free(err);
+  return e;
 }
 
 oq_err oq_release(oq_db *db, const oq_session *s, const oq_item *items,
@@ -540,10 +553,8 @@ char *oq__result_bounded(const char *result)
     return NULL;
   size_t len = result_cut(result);
   char *out = malloc(len + 1);
-  if (out) {
-    memcpy(out, result, len);
-    out[len] = '\0';
-  }
+  if (out) /* clean text (text.h): what a text column accepts */
+    oq_text_clean(out, len + 1, result, len);
   return out;
 }
 
@@ -561,18 +572,30 @@ char *oq__flags_array(const bool *flags, bool all, size_t n)
 
 char *oq__results_array(const char *const *results, const char *all, size_t n)
 {
+  /* each result as clean, bounded text first (oq__result_bounded) */
+  char **clean = calloc(n ? n : 1, sizeof *clean);
+  if (!clean)
+    return NULL;
+  char *out = NULL;
   size_t len = 3;
   for (size_t i = 0; i < n; i++) {
     const char *r = results ? results[i] : all;
-    len += r ? 2 * result_cut(r) + 3 : 5;
+    if (!r) {
+      len += 5;
+      continue;
+    }
+    clean[i] = oq__result_bounded(r);
+    if (!clean[i])
+      goto done;
+    len += 2 * strlen(clean[i]) + 3;
   }
-  char *out = malloc(len);
+  out = malloc(len);
   if (!out)
-    return NULL;
+    goto done;
   size_t p = 0;
   out[p++] = '{';
   for (size_t i = 0; i < n; i++) {
-    const char *r = results ? results[i] : all;
+    const char *r = clean[i];
     if (i)
       out[p++] = ',';
     if (!r) {
@@ -580,16 +603,19 @@ char *oq__results_array(const char *const *results, const char *all, size_t n)
       p += 4;
       continue;
     }
-    size_t cut = result_cut(r);
     out[p++] = '"';
-    for (size_t k = 0; k < cut; k++) {
-      if (r[k] == '"' || r[k] == '\\')
+    for (; *r; r++) {
+      if (*r == '"' || *r == '\\')
         out[p++] = '\\';
-      out[p++] = r[k];
+      out[p++] = *r;
     }
     out[p++] = '"';
   }
   out[p++] = '}';
   out[p] = '\0';
+done:
+  for (size_t i = 0; i < n; i++)
+    free(clean[i]);
+  free(clean);
   return out;
 }

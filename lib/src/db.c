@@ -30,6 +30,7 @@ struct oq_db {
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
   unsigned claim_turn;   /* per-queue claims: which queue goes first */
   bool per_queue_claims; /* test hook: claim queue by queue on PG too */
+  bool copy_refused;     /* await_result met a COPY: connection closed */
   /* items whose ack gave up with an unknown commit outcome (oq_ack and the
    * batches): the next ack of one reconciles before it runs anything */
   char (*ambiguous)[OQ_UUID_LEN + 1];
@@ -426,6 +427,15 @@ static oq_err fail_from_result(oq_db *db, PGresult *res, const char *what)
       res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
   const char *msg = prim ? prim : PQerrorMessage(db->conn);
   oq_err code = oq__sqlstate_classify(state);
+  if (db->copy_refused) {
+    db->copy_refused = false;
+    return oq__db_fail(
+        db, OQ_ERR_SQL, "0A000",
+        "%s: COPY ... FROM STDIN / TO STDOUT is not supported "
+        "(nothing would feed or read its data); the connection "
+        "was closed. Use INSERT/SELECT, or COPY to a server file",
+        what);
+  }
   if (!res || PQstatus(db->conn) == CONNECTION_BAD) {
     if (code != OQ_ERR_AMBIGUOUS)
       code = OQ_ERR_CONN;
@@ -460,6 +470,18 @@ static PGresult *await_result(oq_db *db, bool *timed_out)
     PGresult *res = PQgetResult(db->conn);
     if (!res)
       break;
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
+      /* libpq answers a COPY state until its data is sent or read, so
+       * this loop would never end: give the connection up (the server
+       * rolls the transaction back) and say why (fail_from_result) */
+      PQclear(res);
+      PQclear(kept);
+      PQfinish(db->conn);
+      db->conn = NULL;
+      db->copy_refused = true;
+      return NULL;
+    }
     if (kept && PQresultStatus(kept) != PGRES_COMMAND_OK &&
         PQresultStatus(kept) != PGRES_TUPLES_OK &&
         PQresultStatus(kept) != PGRES_EMPTY_QUERY) {
@@ -675,7 +697,7 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
       db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
   oq_err first = OQ_OK;
   size_t next = 0; /* the statement whose results come next */
-  bool synced = false, lost = false, timed_out = false;
+  bool synced = false, lost = false, timed_out = false, copy = false;
   while (!synced) {
     if (sent < n && (next == sent || first != OQ_OK)) {
       /* every result so far is in: the next segment; or, after a
@@ -717,6 +739,15 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
       continue;
     }
     ExecStatusType es = PQresultStatus(res);
+    if (es == PGRES_COPY_IN || es == PGRES_COPY_OUT || es == PGRES_COPY_BOTH) {
+      /* as in await_result: libpq would answer this state forever. The
+       * COMMIT behind it may still run (a COPY TO STDOUT needs nothing
+       * from us), so the outcome is unknown like any lost connection */
+      PQclear(res);
+      lost = true;
+      copy = true;
+      break;
+    }
     if (es == PGRES_PIPELINE_SYNC) {
       synced = true;
     } else if (es == PGRES_PIPELINE_ABORTED) {
@@ -745,8 +776,10 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
   if (lost) {
     /* a COMMIT that was never sent cannot have run */
     bool before_failure = first == OQ_OK && sent == n;
-    const char *why =
-        timed_out ? "no answer within the deadline" : PQerrorMessage(db->conn);
+    const char *why = copy ? "a COPY ... FROM STDIN / TO STDOUT, which is not "
+                             "supported: nothing would feed or read its data"
+                      : timed_out ? "no answer within the deadline"
+                                  : PQerrorMessage(db->conn);
     char msg[OQ_ERRBUF_SIZE];
     snprintf(msg, sizeof msg, "%s", why);
     PQfinish(db->conn);

@@ -195,6 +195,55 @@ int main(void)
            "a loop; duplicates refused\n");
   }
 
+  /* a COPY as the statement: libpq would wait in the COPY state forever;
+   * the call ends within its retry budget instead. TO STDOUT needs nothing
+   * from the client, so the server may finish the batch (acked); FROM
+   * STDIN never does (the claims stay ours, an error) */
+  {
+    oq_retry_policy rp = oq_retry_policy_tx();
+    rp.max_total_ms = 3000;
+    oq_db_opts o = {.conninfo = dsn, .retry = &rp};
+    oq_db *cdb = NULL;
+    char err[OQ_ERRBUF_SIZE];
+    if (oq_db_open(&o, &cdb, err, sizeof err) != OQ_OK)
+      OQT_FAIL("open: %s", err);
+    oqt_exec(admin, "CREATE TABLE copy_in (x int)");
+    const char *const sqls[2] = {"COPY (SELECT 1) TO STDOUT",
+                                 "COPY copy_in FROM STDIN"};
+    for (int k = 0; k < 2; k++) {
+      oq_session *s = SEM_LONG_SESSION(cdb);
+      enqueue_d(admin, "copy", 2, 0);
+      oq_item *it = NULL;
+      size_t n = SEM_CLAIM(cdb, s, "copy", 10, &it);
+      ASSERT_EQ(n, 2);
+      oq_ack_result res[2];
+      uint64_t t0 = oq_monotonic_ms();
+      oq_err e = oq_ack_many_sql(cdb, s, it, n, sqls[k], NULL, res);
+      uint64_t ms = oq_monotonic_ms() - t0;
+      long left = QLONG(admin,
+                        "SELECT count(*) FROM onceq_items WHERE queue = $1 AND "
+                        "claim = $2",
+                        "copy", oq_session_id(s));
+      printf("%s: %s after %llu ms (%s), %ld still claimed\n", sqls[k],
+             oq_strerror(e), (unsigned long long)ms, oq_db_errmsg(cdb), left);
+      ASSERT_LE(ms, 15000);
+      if (e == OQ_OK) {
+        ASSERT_EQ(left, 0);
+      } else {
+        ASSERT_EQ(left, 2);
+        ASSERT(strstr(oq_db_errmsg(cdb), "COPY") != NULL);
+      }
+      QEXEC(admin, "DELETE FROM onceq_items WHERE queue = $1", "copy");
+      oq_items_free(it, n);
+      if (!oq_db_connected(cdb))
+        ASSERT_OK(cdb, oq_db_reconnect(cdb));
+      oq_session_free(s);
+    }
+    ASSERT_EQ(oqt_scalar(admin, "SELECT count(*) FROM copy_in"), 0);
+    oq_db_close(cdb);
+    printf("ok a COPY statement ends within its budget\n");
+  }
+
   /* concurrent batches, two sessions */
   enqueue_d(admin, "conc", 600, 0);
   worker_arg a[2] = {{dsn, "conc", 0, 0}, {dsn, "conc", 0, 0}};

@@ -438,6 +438,73 @@ static void case_env(void)
   printf("ok env\n");
 }
 
+/* COPY FROM STDIN / TO STDOUT through the library: libpq stays in a COPY
+ * state until the data is sent or read, and nothing here does either, so
+ * the call must fail with a line naming COPY instead of looping forever
+ * (the test's own timeout would be the only end). */
+static void case_copy(void)
+{
+  char dsn[1024];
+  snprintf(dsn, sizeof dsn, "%s", oqt_fresh_db("bad_input_copy", 1));
+  oq_db *db = oqt_connect(dsn);
+  oqt_exec(db, "CREATE TABLE t (x int)");
+  const char *const sqls[2] = {"COPY (SELECT 1) TO STDOUT",
+                               "COPY t FROM STDIN"};
+  for (int i = 0; i < 2; i++) {
+    uint64_t t0 = oq_monotonic_ms();
+    ASSERT_ERR(OQ_ERR_SQL, oq_db_exec(db, sqls[i], 0, NULL, NULL));
+    printf("%s: %s (%llu ms)\n", sqls[i], oq_db_errmsg(db),
+           (unsigned long long)(oq_monotonic_ms() - t0));
+    ASSERT_ONE_LINE(oq_db_errmsg(db));
+    ASSERT_CONTAINS_CI(oq_db_errmsg(db), "COPY");
+    ASSERT(!oq_db_connected(db)); /* given up: the next call reconnects */
+    ASSERT_OK(db, oq_db_reconnect(db));
+  }
+  ASSERT_EQ(oqt_scalar(db, "SELECT count(*) FROM t"), 0);
+  oq_db_close(db);
+  printf("ok copy\n");
+}
+
+/* Text from a C caller that is not UTF-8 (a Latin-1 error message, a
+ * result) goes into text columns: the library cleans it, so the statement
+ * does not fail and leave the item claimed (issue 14, bad 2, for the C
+ * API: the worker already cleaned its own). */
+static void case_not_utf8(void)
+{
+  char dsn[1024], id[OQ_UUID_LEN + 1];
+  snprintf(dsn, sizeof dsn, "%s", oqt_fresh_db("bad_input_utf8", 1));
+  oq_db *db = oqt_connect(dsn);
+  oq_session_opts so = {.expiry_ms = 60000, .queues = "u"};
+  oq_session *s = NULL;
+  ASSERT_OK(db, oq_session_open(db, &so, &s));
+  for (int k = 0; k < 2; k++) {
+    oq_enqueue_opts eo = {.queue = "u", .payload = "{}", .max_attempts = 1};
+    ASSERT_OK(db, oq_enqueue(db, &eo, id, NULL));
+  }
+  oqt_exec(db, "UPDATE onceq_items SET keep_result = true");
+  const char *q[1] = {"u"};
+  oq_item *it = NULL;
+  size_t n = 0;
+  ASSERT_OK(db, oq_claim(db, s, q, 1, 2, &it, &n));
+  ASSERT_EQ(n, 2);
+  oq_fail_outcome out;
+  ASSERT_OK(db, oq_fail(db, s, &it[0], "Datei M\374ller.txt fehlt", 0, &out));
+  ASSERT_EQ(out, OQ_FAIL_DEAD);
+  oq_ack_opts ao = {.result = "caf\351 \377"};
+  ASSERT_OK(db, oq_ack(db, s, &it[1], NULL, NULL, &ao, NULL));
+  char got[256];
+  scalar_text(db, "SELECT last_error FROM onceq_dead", got);
+  ASSERT_STREQ(got, "Datei M?ller.txt fehlt");
+  scalar_text(db, "SELECT result FROM onceq_results", got);
+  ASSERT_STREQ(got, "caf? ?");
+  ASSERT_EQ(oqt_scalar(db, "SELECT count(*) FROM onceq_items"), 0);
+  oq_items_free(it, n);
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  oq_db_close(db);
+  printf("ok text that is not UTF-8 is cleaned on its way in\n");
+}
+
 int main(void)
 {
   case_unreachable();    /* needs no database */
@@ -447,6 +514,8 @@ int main(void)
   case_settings();
   case_bad_json();
   case_env();
+  case_copy();
+  case_not_utf8();
   printf("PASS it_lib_bad_input (isolation %s)\n", oqt_isolation());
   return 0;
 }
