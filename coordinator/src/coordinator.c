@@ -495,6 +495,15 @@ static int status_setup(coord *c, int argc, char **argv)
 {
   static char token_copy[256];
   const char *token = c->o.status_token;
+  if (!token)
+    token = getenv("ONCEQ_STATUS_TOKEN");
+  /* cut, it would match no request: refuse it instead (no token text) */
+  if (token && strlen(token) >= sizeof token_copy)
+    return co_fail(CM_EXIT_USAGE,
+                   "the status page token (--status-token or "
+                   "ONCEQ_STATUS_TOKEN) is %zu characters; use at most %zu",
+                   strlen(token), sizeof token_copy - 1);
+  token = c->o.status_token;
   if (token) {
     snprintf(token_copy, sizeof token_copy, "%s", token);
     for (int i = 0; i < argc; i++)

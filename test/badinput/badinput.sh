@@ -222,6 +222,9 @@ for flag in --heartbeat-interval --session-expiry --poll-interval --timeout \
 done
 worker_case "worker --poll-interval=0ms" 2 'poll-interval 0ms: expected a duration above zero' \
   --poll-interval=0ms --sql 'select 1'
+cli_case "coordinator --status-token of 300 characters" 2 \
+  '^onceq: coordinator: the status page token .* is 300 characters; use at most 255$' \
+  coordinator --metrics-addr 127.0.0.1:0 --status-token "$(head -c 300 /dev/zero | tr '\0' t)"
 cli_case "coordinator --session-expiry 0s" 2 '^onceq: coordinator: --session-expiry 0s' \
   coordinator --session-expiry 0s
 cli_case "coordinator --heartbeat-interval=0s" 2 '^onceq: coordinator: --heartbeat-interval 0s' \
