@@ -104,7 +104,8 @@ typedef enum oq_fail_outcome {
  * statement. delay_ms < 0 means the default item policy
  * (oq_retry_policy_item) for this attempt. OQ_ERR_CLAIM_LOST when that
  * claim is no longer ours, so a retry of a call whose reply was lost cannot
- * touch a newer claim of the same item.
+ * touch a newer claim of the same item. error (NULL: "failed") is stored as
+ * clean text (text.h: invalid UTF-8 becomes '?'), as are kept results.
  * Blocks: one statement (two when the item dies), rerun on restarts; bounded by
  * the deadline and the retry policy.
  */

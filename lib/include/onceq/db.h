@@ -88,7 +88,9 @@ const char *oq_db_masked_conninfo(const oq_db *db);
 struct pg_conn *oq_db_pgconn(oq_db *db);
 
 /* Run one statement with text parameters (NULL entries are SQL NULL); the
- * result is discarded. *affected (may be NULL) gets the row count.
+ * result is discarded. *affected (may be NULL) gets the row count. COPY ...
+ * FROM STDIN / TO STDOUT is not supported here or in any call that runs SQL:
+ * OQ_ERR_SQL, and the connection is closed (oq_db_reconnect).
  * Blocks: one statement, not retried; bounded by the deadline; cancel by: the
  * deadline (an oq_db belongs to one thread, so no other thread can cancel it).
  */
