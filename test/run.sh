@@ -25,9 +25,10 @@
 # everything one at a time):
 #   1 default  unit                                   (must run >= 1 test)
 #   2 default  integration + readme, read committed   (must run >= 1 test)
-#   3 default  integration, serializable
+#   3 default  integration, serializable, without label catalogue
 #   4 asan     unit + integration, read committed, without label slow
-#   5 tsan     unit + integration, serializable,   without label slow
+#   5 tsan     unit + integration, serializable,   without labels slow and
+#              catalogue
 #   6 default  fuzz: test/fuzz/run.sh builds the libFuzzer targets with
 #              clang in build/fuzz and runs each for ONCEQ_FUZZ_SECONDS
 #              (20 s); runs after pass 3; not with --quick
@@ -118,9 +119,9 @@ BUILD_DEFS=(
 PASS_DEFS=(
   "1;default;unit;^unit\$;;read committed;1"
   "2;default;integration+readme, read committed;^(integration|readme)\$;;read committed;1"
-  "3;default;integration, serializable;^integration\$;;serializable;0"
+  "3;default;integration, serializable;^integration\$;^catalogue\$;serializable;0"
   "4;asan;unit+integration, read committed;^(unit|integration)\$;^slow\$;read committed;0"
-  "5;tsan;unit+integration, serializable;^(unit|integration)\$;^slow\$;serializable;0"
+  "5;tsan;unit+integration, serializable;^(unit|integration)\$;^(slow|catalogue)\$;serializable;0"
   "6;default;fuzz (libFuzzer, clang);^fuzz\$;;read committed;0"
   "9;default;integration subset, CockroachDB traits, serializable;^integration\$;;serializable;1;ONCEQ_ENGINE_TRAITS=cockroachdb"
 )
