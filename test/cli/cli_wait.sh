@@ -86,38 +86,33 @@ whid=$(oq_q "SELECT item_id FROM onceq_results WHERE queue = 'wh'")
 oq_check "push --wait prints the --http response body" "$(cat "$t/wh.out")" \
   "{\"echo\": {\"h\": 5}, \"key\": \"$whid\"}"
 # past the worker's 4 KiB an --exec stdout keeps its tail and an --http body
-# its head, and the cut shows: truncated in --json (docs/design.md §4c)
-"$ONCEQ_CLI" --json push --queue wxl --wait --timeout 20s '{"x": 8}' \
-  >"$t/wxl.out" 2>"$t/wxl.err" &
-wp=$!
-sleep 0.5
-"$ONCEQ_WORKER" --queue wxl --drain --exec sh -c 'head -c 10000 /dev/zero | tr "\\0" a; echo END' \
-  >"$t/workerxl.log" 2>&1
-rc=0
-wait "$wp" || rc=$?
-oq_check "push --wait exit for a long --exec stdout" "$rc" 0
+# its head, and the cut shows: truncated in --json (docs/design.md §4c).
+# push_wait_drain Q PAYLOAD WORKER_ARGS...: `onceq --json push --wait` of
+# PAYLOAD on queue Q (output in $t/Q.out), a --drain worker on Q with
+# WORKER_ARGS, then the push's exit status in PW_RC.
+push_wait_drain() {
+  local q=$1 payload=$2 wp
+  shift 2
+  "$ONCEQ_CLI" --json push --queue "$q" --wait --timeout 20s "$payload" \
+    >"$t/$q.out" 2>"$t/$q.err" &
+  wp=$!
+  sleep 0.5
+  "$ONCEQ_WORKER" --queue "$q" --drain "$@" >"$t/worker-$q.log" 2>&1
+  PW_RC=0
+  wait "$wp" || PW_RC=$?
+}
+push_wait_drain wxl '{"x": 8}' --exec sh -c 'head -c 10000 /dev/zero | tr "\\0" a; echo END'
+oq_check "push --wait exit for a long --exec stdout" "$PW_RC" 0
 oq_check "a cut --exec stdout is truncated" "$(oq_jget "$t/wxl.out" 'd["truncated"]')" True
 oq_check "a cut --exec stdout keeps its last 4096 bytes" \
   "$(oq_jget "$t/wxl.out" '(len(d["result"]), d["result"][-4:])')" "(4096, 'END\n')"
-"$ONCEQ_CLI" --json push --queue wxs --wait --timeout 20s '{"x": 9}' \
-  >"$t/wxs.out" 2>"$t/wxs.err" &
-wp=$!
-sleep 0.5
-"$ONCEQ_WORKER" --queue wxs --drain --exec sh -c 'head -c 4096 /dev/zero | tr "\\0" b' \
-  >"$t/workerxs.log" 2>&1
-rc=0
-wait "$wp" || rc=$?
+push_wait_drain wxs '{"x": 9}' --exec sh -c 'head -c 4096 /dev/zero | tr "\\0" b'
+oq_check "push --wait exit for an --exec stdout of 4096 bytes" "$PW_RC" 0
 oq_check "an --exec stdout of exactly 4096 bytes is whole" \
   "$(oq_jget "$t/wxs.out" '(len(d["result"]), d["truncated"])')" "(4096, False)"
-"$ONCEQ_CLI" --json push --queue whl --wait --timeout 20s "{\"pad\": \"$(head -c 6000 /dev/zero | tr '\0' p)\"}" \
-  >"$t/whl.out" 2>"$t/whl.err" &
-wp=$!
-sleep 0.5
-"$ONCEQ_WORKER" --queue whl --drain --http "http://127.0.0.1:$(cat "$t/echo.port")/" \
-  >"$t/workerhl.log" 2>&1
-rc=0
-wait "$wp" || rc=$?
-oq_check "push --wait exit for a long --http body" "$rc" 0
+push_wait_drain whl "{\"pad\": \"$(head -c 6000 /dev/zero | tr '\0' p)\"}" \
+  --http "http://127.0.0.1:$(cat "$t/echo.port")/"
+oq_check "push --wait exit for a long --http body" "$PW_RC" 0
 oq_check "a cut --http body is truncated" \
   "$(oq_jget "$t/whl.out" '(len(d["result"]), d["result"][:9], d["truncated"])')" \
   "(4096, '{\"echo\": ', True)"
