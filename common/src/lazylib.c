@@ -3,9 +3,11 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lazylib.h"
@@ -58,15 +60,34 @@ void *cm_lazy_sym(const char *soname, const char *package, const char *sym)
 }
 
 #define LEAN_VAR "GNUTLS_NO_IMPLICIT_INIT"
-#define LEAN_MARK "ONCEQ_LEAN_EXEC"
+#define LEAN_MARK "ONCEQ_LEAN_EXEC" /* its value: the first start's clock */
+
+static uint64_t started_us;
+
+static uint64_t mono_us(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+double cm_seconds_since_start(void)
+{
+  return started_us ? (double)(mono_us() - started_us) / 1e6 : 0.0;
+}
 
 void cm_exec_lean(char **argv)
 {
-  if (getenv(LEAN_MARK)) { /* the second start: we set it, take it back */
+  const char *mark = getenv(LEAN_MARK);
+  if (mark) { /* the second start: we set it, take it back */
+    started_us = strtoull(mark, NULL, 10);
+    if (!started_us)
+      started_us = mono_us();
     unsetenv(LEAN_VAR);
     unsetenv(LEAN_MARK);
     return;
   }
+  started_us = mono_us();
   if (getenv(LEAN_VAR) || !argv || !argv[0])
     return;
   /* the file's own path, not /proc/self/exe: the kernel names the
@@ -77,7 +98,9 @@ void cm_exec_lean(char **argv)
   if (len <= 0 || (size_t)len >= sizeof self - 1)
     return;
   self[len] = '\0';
-  if (setenv(LEAN_VAR, "1", 1) != 0 || setenv(LEAN_MARK, "1", 1) != 0)
+  char t[32];
+  snprintf(t, sizeof t, "%llu", (unsigned long long)started_us);
+  if (setenv(LEAN_VAR, "1", 1) != 0 || setenv(LEAN_MARK, t, 1) != 0)
     return;
   execv(self, argv);
   /* not re-executed: carry on as we are */

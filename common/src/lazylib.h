@@ -49,4 +49,8 @@ void *cm_lazy_sym(const char *soname, const char *package, const char *sym);
  */
 void cm_exec_lean(char **argv);
 
+/* Seconds since the program started: since cm_exec_lean's first call,
+ * across its re-execution (0 when it was never called). */
+double cm_seconds_since_start(void);
+
 #endif

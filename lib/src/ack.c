@@ -50,8 +50,8 @@ static oq_err ack_tx(oq_db *db, void *arg)
   const char *params[5] = {
       c->item->id, sid, res, c->opts && c->opts->history ? "true" : "false",
       c->opts && c->opts->result_truncated ? "true" : "false"};
-  e = oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_KEEP), 5, params,
-                 &n);
+  e = oq__db_query_prepared(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_KEEP), 5,
+                            params, NULL, NULL, &n);
   free(res);
   if (e != OQ_OK)
     return e;
@@ -254,9 +254,9 @@ static oq_err batch_delete(oq_db *db, const oq_session *s,
     free(arr);
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   }
-  oq_err e =
-      oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_BATCH_KEEP),
-                         5, params, mark_acked, &a, NULL);
+  oq_err e = oq__db_query_prepared_retry(
+      db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_BATCH_KEEP), 5, params,
+      mark_acked, &a, NULL);
   free(a.order);
   free(res);
   free(cut);

@@ -80,8 +80,9 @@ static oq_err claim_stmt(oq_db *db, const oq_session *s, const char *qarr,
   char lim[16];
   snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
   const char *params[3] = {oq_session_id(s), qarr, lim};
-  oq_err e = oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM), 3,
-                                params, add_row, acc, NULL);
+  oq_err e =
+      oq__db_query_prepared_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM),
+                                  3, params, add_row, acc, NULL);
   return session_gone(db, s, e);
 }
 
@@ -187,9 +188,9 @@ static oq_err claim_range(oq_db *db, const oq_session *s, const char *qarr,
   snprintf(hi, sizeof hi, "%d", r->hi);
   snprintf(age, sizeof age, "%d", orphan_ms);
   const char *params[6] = {oq_session_id(s), qarr, lim, lo, hi, age};
-  oq_err e =
-      oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM_PARTS), 6,
-                         params, add_row, acc, NULL);
+  oq_err e = oq__db_query_prepared_retry(
+      db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM_PARTS), 6, params, add_row,
+      acc, NULL);
   return session_gone(db, s, e);
 }
 

@@ -31,13 +31,17 @@ struct oq_db {
   unsigned claim_turn;   /* per-queue claims: which queue goes first */
   bool per_queue_claims; /* test hook: claim queue by queue on PG too */
   bool copy_refused;     /* await_result met a COPY: connection closed */
+  bool begin_pending;    /* oq_db_transact's BEGIN, not sent yet: it goes
+                            with the transaction's first statement */
   /* items whose ack gave up with an unknown commit outcome (oq_ack and the
    * batches): the next ack of one reconciles before it runs anything */
   char (*ambiguous)[OQ_UUID_LEN + 1];
   size_t n_ambiguous;
   char *prepared[OQ__DB_PREPARED_MAX];    /* SQL prepared on this connection
                                              as "oq_p<index>"; reset on connect */
-  int prepared_cols[OQ__DB_PREPARED_MAX]; /* columns each one returns */
+  int prepared_cols[OQ__DB_PREPARED_MAX]; /* columns each one returns, -1
+                                             until described */
+  unsigned prepared_next;                 /* the slot evicted when full */
   oq_err last;                            /* last error code */
   char sqlstate[6];                       /* last SQLSTATE or "" */
   char errmsg[OQ_ERRBUF_SIZE];
@@ -522,20 +526,126 @@ static long affected_rows(PGresult *res)
   return (t && *t) ? strtol(t, NULL, 10) : -1;
 }
 
+static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
+                           const unsigned int *types, char *name,
+                           size_t namelen, int *ncols, const char *what);
+
+/* Send a pending BEGIN on its own (the old way), for the calls that cannot
+ * carry it: the simple protocol and the pipelines. */
+static oq_err flush_begin(oq_db *db)
+{
+  if (!db->begin_pending)
+    return OQ_OK;
+  db->begin_pending = false;
+  bool timed_out = false;
+  PGresult *res = exec_simple(db, "BEGIN", &timed_out);
+  if (timed_out)
+    return deadline_passed(db, "BEGIN failed");
+  oq_err e = OQ_OK;
+  if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+    e = fail_from_result(db, res, "statement failed");
+  PQclear(res);
+  return e;
+}
+
+static bool send_stmt(oq_db *db, const char *sql, int nparams,
+                      const unsigned int *types, const char *const *params,
+                      const char *name)
+{
+  return (name ? PQsendQueryPrepared(db->conn, name, nparams, params, NULL,
+                                     NULL, 0)
+               : PQsendQueryParams(db->conn, sql, nparams, (const Oid *)types,
+                                   params, NULL, NULL, 0)) == 1;
+}
+
+/*
+ * Send one statement (prepared as `name`, or sql) and collect its answer
+ * like await_result. A transaction's pending BEGIN (oq_db_transact) goes in
+ * the same round trip, pipelined ahead of it: BEGIN, the statement, Sync
+ * (PostgreSQL docs, libpq "Pipeline Mode"; CockroachDB accepts pipelined
+ * extended-protocol messages too). An idle worker's item then waits for
+ * one answer fewer before its handler's statement runs. The answer is the
+ * BEGIN's failure if it failed, else the statement's; the transaction is
+ * left open, as a separate BEGIN would have left it.
+ */
+static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
+                                const unsigned int *types,
+                                const char *const *params, const char *name,
+                                bool *timed_out)
+{
+  *timed_out = false;
+  if (!db->begin_pending)
+    return send_stmt(db, sql, nparams, types, params, name)
+               ? await_result(db, timed_out)
+               : NULL;
+  db->begin_pending = false;
+  if (!PQenterPipelineMode(db->conn))
+    return NULL;
+  if (!PQsendQueryParams(db->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
+      !send_stmt(db, sql, nparams, types, params, name) ||
+      !PQpipelineSync(db->conn)) {
+    /* nothing can have committed; a half-sent pipeline is unusable */
+    PQfinish(db->conn);
+    db->conn = NULL;
+    return NULL;
+  }
+  PGresult *begin = await_result(db, timed_out);
+  if (!db->conn)
+    return NULL; /* deadline or COPY: await_result closed it */
+  PGresult *res = await_result(db, timed_out);
+  if (!db->conn) {
+    PQclear(begin);
+    PQclear(res);
+    return NULL;
+  }
+  if (!begin || PQresultStatus(begin) != PGRES_COMMAND_OK) {
+    PQclear(res); /* skipped: PGRES_PIPELINE_ABORTED */
+    res = begin;
+  } else {
+    PQclear(begin);
+  }
+  /* the Sync's answer, then back to one statement at a time */
+  uint64_t until =
+      db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
+  bool synced = false;
+  while (!synced && wait_readable(db, until, timed_out)) {
+    PGresult *r = PQgetResult(db->conn);
+    if (!r && PQstatus(db->conn) == CONNECTION_BAD)
+      break;
+    synced = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    PQclear(r);
+  }
+  if (!synced || !PQexitPipelineMode(db->conn)) {
+    PQclear(res);
+    PQfinish(db->conn);
+    db->conn = NULL;
+    return NULL;
+  }
+  return res;
+}
+
+/* prepared: parse and plan sql once per connection (oq__db_prepare_once),
+ * for the library's statements that run per claim or per ack. */
 static oq_err run_typed(oq_db *db, const char *sql, int nparams,
                         const unsigned int *types, const char *const *params,
-                        oq_row_fn fn, void *ud, long *affected, char **row_json)
+                        oq_row_fn fn, void *ud, long *affected, char **row_json,
+                        bool prepared)
 {
   oq__db_clear(db);
   if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
     return oq__db_fail(db, OQ_ERR_CONN, NULL,
                        "not connected to %s; the connection was lost",
                        db->masked);
+  char name[16];
+  if (prepared) {
+    oq_err pe = prepare_once(db, sql, nparams, types, name, sizeof name, NULL,
+                             "query failed");
+    if (pe != OQ_OK)
+      return pe;
+  }
   bool timed_out = false;
-  PGresult *res = NULL;
-  if (PQsendQueryParams(db->conn, sql, nparams, (const Oid *)types, params,
-                        NULL, NULL, 0))
-    res = await_result(db, &timed_out);
+  PGresult *res = send_and_await(db, sql, nparams, types, params,
+                                 prepared ? name : NULL, &timed_out);
   if (timed_out)
     return deadline_passed(db, "query failed");
   oq_err e = OQ_OK;
@@ -677,6 +787,9 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
     return oq__db_fail(db, OQ_ERR_CONN, NULL,
                        "not connected to %s; the connection was lost",
                        db->masked);
+  oq_err be = flush_begin(db);
+  if (be != OQ_OK)
+    return be;
   if (!PQenterPipelineMode(db->conn))
     return fail_from_result(db, NULL, "cannot enter pipeline mode");
   for (size_t i = 0; i < n; i++)
@@ -822,14 +935,16 @@ static oq_err run(oq_db *db, const char *sql, int nparams,
                   const char *const *params, oq_row_fn fn, void *ud,
                   long *affected)
 {
-  return run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL);
+  return run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
+                   false);
 }
 
 oq_err oq_db_exec_typed(oq_db *db, const char *sql, int nparams,
                         const unsigned int *types, const char *const *params,
                         long *affected)
 {
-  return run_typed(db, sql, nparams, types, params, NULL, NULL, affected, NULL);
+  return run_typed(db, sql, nparams, types, params, NULL, NULL, affected, NULL,
+                   false);
 }
 
 oq_err oq_db_exec_typed_json(oq_db *db, const char *sql, int nparams,
@@ -837,7 +952,8 @@ oq_err oq_db_exec_typed_json(oq_db *db, const char *sql, int nparams,
                              const char *const *params, char **row_json)
 {
   *row_json = NULL;
-  return run_typed(db, sql, nparams, types, params, NULL, NULL, NULL, row_json);
+  return run_typed(db, sql, nparams, types, params, NULL, NULL, NULL, row_json,
+                   false);
 }
 
 oq_err oq_db_listen(oq_db *db, const char *channel)
@@ -905,6 +1021,9 @@ oq_err oq__db_simple(oq_db *db, const char *sql)
   if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
     return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
                        db->masked);
+  oq_err be = flush_begin(db);
+  if (be != OQ_OK)
+    return be;
   bool timed_out = false;
   PGresult *res = exec_simple(db, sql, &timed_out);
   if (timed_out)
@@ -936,13 +1055,22 @@ static uint64_t policy_now(const oq_retry_policy *p)
   return p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
 }
 
-oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
+oq_err oq__db_query_prepared(oq_db *db, const char *sql, int nparams,
+                             const char *const *params, oq_row_fn fn, void *ud,
+                             long *affected)
+{
+  return run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
+                   true);
+}
+
+static oq_err query_retry(oq_db *db, const char *sql, int nparams,
                           const char *const *params, oq_row_fn fn, void *ud,
-                          long *affected)
+                          long *affected, bool prepared)
 {
   uint64_t start = policy_now(&db->retry);
   for (int attempt = 1;; attempt++) {
-    oq_err e = run(db, sql, nparams, params, fn, ud, affected);
+    oq_err e = run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
+                         prepared);
     if (e != OQ_ERR_RETRY)
       return e;
     if (policy_exhausted(&db->retry, attempt, start))
@@ -955,12 +1083,30 @@ oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
   }
 }
 
+oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
+                          const char *const *params, oq_row_fn fn, void *ud,
+                          long *affected)
+{
+  return query_retry(db, sql, nparams, params, fn, ud, affected, false);
+}
+
+oq_err oq__db_query_prepared_retry(oq_db *db, const char *sql, int nparams,
+                                   const char *const *params, oq_row_fn fn,
+                                   void *ud, long *affected)
+{
+  return query_retry(db, sql, nparams, params, fn, ud, affected, true);
+}
+
 /*
  * COMMIT through the simple protocol. An aborted transaction "commits" as
  * ROLLBACK, which is a failure. No answer means the outcome is unknown.
  */
 static oq_err commit(oq_db *db)
 {
+  if (db->begin_pending) { /* the transaction ran no statement */
+    db->begin_pending = false;
+    return OQ_OK;
+  }
   bool timed_out = false;
   PGresult *res = exec_simple(db, "COMMIT", &timed_out);
   if (timed_out) {
@@ -986,6 +1132,7 @@ static oq_err commit(oq_db *db)
 
 static void rollback_quietly(oq_db *db)
 {
+  db->begin_pending = false;
   if (db->conn && PQstatus(db->conn) == CONNECTION_OK &&
       PQtransactionStatus(db->conn) != PQTRANS_IDLE) {
     bool timed_out = false;
@@ -998,10 +1145,12 @@ oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud)
 {
   uint64_t start = policy_now(&db->retry);
   for (int attempt = 1;; attempt++) {
-    oq_err e = oq__db_simple(db, "BEGIN");
-    if (e != OQ_OK)
-      return e;
-    e = fn(db, ud);
+    oq__db_clear(db);
+    if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+      return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
+                         db->masked);
+    db->begin_pending = true; /* sent with fn's first statement */
+    oq_err e = fn(db, ud);
     if (e == OQ_OK) {
       e = commit(db);
       if (e == OQ_OK)
@@ -1031,10 +1180,44 @@ oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
                            const unsigned int *types, char *name,
                            size_t namelen, int *ncols)
 {
+  return prepare_once(db, sql, nparams, types, name, namelen, ncols,
+                      "prepare failed");
+}
+
+/* Ask the server how many columns prepared statement `name` returns: a
+ * round trip, once per statement and connection, for the pipelines. */
+static oq_err describe_cols(oq_db *db, const char *name, int *cols)
+{
+  bool timed_out = false;
+  PGresult *res = NULL;
+  if (PQsendDescribePrepared(db->conn, name))
+    res = await_result(db, &timed_out);
+  if (timed_out)
+    return deadline_passed(db, "describe failed");
+  oq_err e = OQ_OK;
+  if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+    e = fail_from_result(db, res, "describe failed");
+  else
+    *cols = PQnfields(res);
+  PQclear(res);
+  return e;
+}
+
+/* what: the failure's wording (a statement that is run at once fails as
+ * "query failed", whether its Parse or its Execute met the error). */
+static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
+                           const unsigned int *types, char *name,
+                           size_t namelen, int *ncols, const char *what)
+{
   int slot = -1;
   for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
     if (db->prepared[i] && strcmp(db->prepared[i], sql) == 0) {
       snprintf(name, namelen, "oq_p%d", i);
+      if (ncols && db->prepared_cols[i] < 0) {
+        oq_err e = describe_cols(db, name, &db->prepared_cols[i]);
+        if (e != OQ_OK)
+          return e;
+      }
       if (ncols)
         *ncols = db->prepared_cols[i];
       return OQ_OK;
@@ -1042,12 +1225,17 @@ oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
     if (!db->prepared[i] && slot < 0)
       slot = i;
   }
-  if (slot < 0) { /* full: start over (rare: a handful of statements) */
-    oq_err e = oq__db_simple(db, "DEALLOCATE ALL");
+  if (slot < 0) {
+    /* full: drop one, round robin (a pipeline prepares its two statements
+     * just before sending them, so the oldest slot is never one of them) */
+    slot = (int)(db->prepared_next++ % OQ__DB_PREPARED_MAX);
+    char sql_dealloc[32];
+    snprintf(sql_dealloc, sizeof sql_dealloc, "DEALLOCATE oq_p%d", slot);
+    oq_err e = oq__db_simple(db, sql_dealloc);
     if (e != OQ_OK)
       return e;
-    oq__db_forget_prepared(db);
-    slot = 0;
+    free(db->prepared[slot]);
+    db->prepared[slot] = NULL;
   }
   oq__db_clear(db);
   if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
@@ -1059,26 +1247,14 @@ oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
   if (PQsendPrepare(db->conn, name, sql, nparams, (const Oid *)types))
     res = await_result(db, &timed_out);
   if (timed_out)
-    return deadline_passed(db, "prepare failed");
+    return deadline_passed(db, what);
   oq_err e = OQ_OK;
   if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
-    e = fail_from_result(db, res, "prepare failed");
+    e = fail_from_result(db, res, what);
   PQclear(res);
-  int cols = 0;
-  if (e == OQ_OK) { /* how many columns it returns: a second round trip,
-                       once per connection */
-    res = NULL;
-    timed_out = false;
-    if (PQsendDescribePrepared(db->conn, name))
-      res = await_result(db, &timed_out);
-    if (timed_out)
-      return deadline_passed(db, "describe failed");
-    if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
-      e = fail_from_result(db, res, "describe failed");
-    else
-      cols = PQnfields(res);
-    PQclear(res);
-  }
+  int cols = -1;
+  if (e == OQ_OK && ncols)
+    e = describe_cols(db, name, &cols);
   if (e == OQ_OK) {
     db->prepared_cols[slot] = cols;
     if (ncols)

@@ -33,17 +33,14 @@ static void usage_line(const char *msg)
  * server down or unreachable, a refused password). Returns 0 or the code
  * after one line on stderr.
  */
-static int reach_database(const wk_config *cfg)
+static int reach_database(const wk_config *cfg, oq_db **db)
 {
   char err[OQ_ERRBUF_SIZE];
   oq_db_opts o = {.conninfo = cfg->db,
                   .application_name = "onceq-worker-preflight"};
-  oq_db *db = NULL;
-  oq_err e = oq_db_open(&o, &db, err, sizeof err);
-  if (e == OQ_OK) {
-    oq_db_close(db);
+  oq_err e = oq_db_open(&o, db, err, sizeof err);
+  if (e == OQ_OK)
     return 0;
-  }
   usage_line(err);
   return cm_exit_for(e);
 }
@@ -72,11 +69,14 @@ int main(int argc, char **argv)
     return 1;
   }
   wk_metrics *m = NULL;
-  int rc = reach_database(&cfg);
+  oq_db *pre = NULL;
+  int rc = reach_database(&cfg, &pre);
   if (rc != 0)
     goto out;
-  /* handler mistakes stop us here, not one item at a time */
-  rc = wk_preflight(&cfg, err, sizeof err);
+  /* handler mistakes stop us here, not one item at a time (on the same
+   * connection: one fewer to open before the first claim) */
+  rc = wk_preflight(&cfg, pre, err, sizeof err);
+  oq_db_close(pre);
   if (rc != 0) {
     usage_line(err);
     goto out;

@@ -77,19 +77,15 @@ int wk_preflight_sql_text(const char *sql, char *err, size_t errlen)
   return 0;
 }
 
-/* Prepare the statement on a connection of its own; 0, or 2 with err. */
-static int check_sql(const wk_config *cfg, char *err, size_t errlen)
+/* Prepare the statement on db (the start-up check's connection); 0, or 2
+ * with err. */
+static int check_sql(const wk_config *cfg, oq_db *db, char *err, size_t errlen)
 {
   int rc = wk_preflight_sql_text(cfg->sql, err, errlen);
   if (rc)
     return rc;
   static const unsigned int types[4] = {OQ_OID_JSONB, OQ_OID_UUID, OQ_OID_TEXT,
                                         OQ_OID_INT4};
-  oq_db_opts o = {.conninfo = cfg->db,
-                  .application_name = "onceq-worker-preflight"};
-  oq_db *db = NULL;
-  if (oq_db_open(&o, &db, err, errlen) != OQ_OK)
-    return 2; /* as the worker itself would at start-up */
   int nparams = 0;
   oq_err e = oq_stmt_check(db, cfg->sql, 4, types, &nparams);
   if (e == OQ_ERR_CONN) {
@@ -110,7 +106,6 @@ static int check_sql(const wk_config *cfg, char *err, size_t errlen)
              nparams);
     rc = 2;
   }
-  oq_db_close(db);
   return rc;
 }
 
@@ -189,11 +184,11 @@ int wk_preflight_exec(const char *cmd, const char *path, char *err,
   return 2;
 }
 
-int wk_preflight(const wk_config *cfg, char *err, size_t errlen)
+int wk_preflight(const wk_config *cfg, oq_db *db, char *err, size_t errlen)
 {
   switch (cfg->handler) {
   case WK_HANDLER_SQL:
-    return check_sql(cfg, err, errlen);
+    return check_sql(cfg, db, err, errlen);
   case WK_HANDLER_EXEC:
     return wk_preflight_exec(cfg->exec_argv ? cfg->exec_argv[0] : NULL, NULL,
                              err, errlen);

@@ -13,16 +13,18 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "onceq/db.h"
 
 /*
- * Check cfg's handler: --sql is prepared on its own connection (parameter
- * types jsonb, uuid, text, int4 for $1..$4) and deallocated, never run;
+ * Check cfg's handler: --sql is prepared on db, the start-up check's
+ * connection (parameter types jsonb, uuid, text, int4 for $1..$4), and
+ * deallocated, never run;
  * --exec's command is resolved through PATH and must be an executable
  * file; --http's URL must parse with libcurl's URL API. Returns 0 when the
  * worker may start, else the exit code (2) with one line in err naming the
  * problem and the fix (passwords masked).
  */
-int wk_preflight(const wk_config *cfg, char *err, size_t errlen);
+int wk_preflight(const wk_config *cfg, oq_db *db, char *err, size_t errlen);
 
 /* The SQL text checks that need no server: 0 when sql may be prepared,
  * else 2 with one line in err (empty statement, transaction control). */

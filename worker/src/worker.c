@@ -42,6 +42,7 @@
 
 #include "acker.h"
 #include "executor.h"
+#include "lazylib.h"
 #include "onceq/onceq.h"
 #include "reconcile.h"
 #include "runtime.h"
@@ -453,8 +454,12 @@ static loop_state on_running(wk *w, loop *l, volatile sig_atomic_t *signals)
   if (got == 0)
     l->rate = 0; /* nothing ready: the next burst starts from the floor */
   if (cfg->drain && got == 0 && wk_busy(w) == 0) {
+    /* how long the drain took, from the program's start (the peer
+     * benchmark's clock for the worker, like graphile-worker's own) */
     OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL,
-           "--drain: nothing ready is left; exiting");
+           "--drain: nothing ready is left; exiting (%" PRIu64
+           " acked, %.3f s since start)",
+           wk_metrics_get(w->m, WK_C_ACKED), cm_seconds_since_start());
     /* a drain that acknowledged nothing of what it ran did not do its
      * job: exit 1, so a script notices (the failures are in the log) */
     if (wk_metrics_get(w->m, WK_C_FAILED) > 0 &&

@@ -32,11 +32,13 @@ typedef void (*oq_session_event_fn)(void *ud, oq_session *s,
                                     oq_session_state state);
 
 /*
- * Open a connection with dbo and start beating for s (which must outlive
- * the heartbeat). On success free with oq_heartbeat_stop. On failure
- * nothing needs cleaning up and errbuf holds one line.
- * Blocks: connecting (like oq_db_open with dbo) and starting a thread; the
- * beats run on that thread.
+ * Start beating for s (which must outlive the heartbeat) on a connection
+ * made with dbo (copied) by the heartbeat's thread. On success free with
+ * oq_heartbeat_stop. On failure (memory, a thread) nothing needs cleaning
+ * up and errbuf holds one line. A connection that cannot be made is
+ * logged and retried at each beat time, like a lost one; the session
+ * fences itself by its clock meanwhile.
+ * Blocks: starting a thread; connecting and the beats run on that thread.
  */
 OQ_MUST_CHECK oq_err oq_heartbeat_start(const oq_db_opts *dbo, oq_session *s,
                                         oq_session_event_fn cb, void *ud,

@@ -22,9 +22,10 @@
 #   items/s   inside the process: graphile-worker and pg-boss from just
 #             before the worker starts (Node already running, modules not
 #             yet imported) to the queue empty (bench.mjs); the C API from
-#             main() to the last ack (noop_bench startup= + seconds=). The
-#             onceq-worker legs have no inner clock: their wall clock, so
-#             they are understated against the peers.
+#             main() to the last ack (noop_bench startup= + seconds=); the
+#             onceq-worker --sql legs from main() to the queue found empty
+#             (its --drain line at --log-level info: "N acked, S s since
+#             start"). The --exec leg uses its wall clock, as xargs does.
 #   wall      the whole process, exec to exit (Node's boot, imports and
 #             shutdown; onceq's connections, session rows and shutdown).
 # The targets use the first. Each leg runs --rounds times, the
@@ -323,6 +324,9 @@ timed() {
   line=$(grep '^acked=' "$LOG_DIR/$name.log" || true)
   su=$(sed -n 's/.* startup=\([0-9.]*\).*/\1/p' <<<"$line")
   sec=$(sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' <<<"$line")
+  # the worker's own: main() to the queue found empty (its --drain line)
+  [ -n "$sec" ] || { su=0 sec=$(sed -n 's/.*--drain: nothing ready is left; exiting ([0-9]* acked, \([0-9.]*\) s since start).*/\1/p' \
+    "$LOG_DIR/$name.log" | tail -n 1); }
   if [ -n "$su" ] && [ -n "$sec" ]; then
     RATE=$(calc "($n - $left) / ($su + $sec)" '%.0f')
   fi
@@ -415,11 +419,11 @@ for n in ${NS_RUN-$NS}; do
     done
     fill_onceq "$n"
     timed "w-select1-$n-$r" "$n" onceq "$WORKER" --db "$(dsn onceq)" \
-      --sql 'SELECT 1' --drain --log-level warn "${WARGS[@]}"
+      --sql 'SELECT 1' --drain --log-level info "${WARGS[@]}"
     record "onceq-worker --sql SELECT 1" "$n" "$RATE"
     fill_onceq "$n"
     timed "w-ledger-$n-$r" "$n" onceq "$WORKER" --db "$(dsn onceq)" \
-      --sql "$LEDGER_SQL" --drain --log-level warn "${WARGS[@]}"
+      --sql "$LEDGER_SQL" --drain --log-level info "${WARGS[@]}"
     record "onceq-worker --sql ledger row" "$n" "$RATE"
     [ "$HWM_KB" -gt "$LOAD_HWM_KB" ] && LOAD_HWM_KB=$HWM_KB
     l=$(q onceq "SELECT count(*) FROM ledger")
@@ -427,7 +431,7 @@ for n in ${NS_RUN-$NS}; do
     if [ "$n" = "$FIRST_N" ]; then
       fill_onceq "$n"
       timed "w-peritem-$n-$r" "$n" onceq "$WORKER" --db "$(dsn onceq)" \
-        --sql 'SELECT 1' --sql-per-item --drain --log-level warn "${WARGS[@]}"
+        --sql 'SELECT 1' --sql-per-item --drain --log-level info "${WARGS[@]}"
       record "onceq-worker --sql SELECT 1 per-item" "$n" "$RATE"
     fi
     fill_bare "$n"

@@ -1,0 +1,223 @@
+/*
+ * transact.c: oq_db_transact sends its BEGIN with the callback's first
+ * statement (one round trip fewer), and the heartbeat connects on its own
+ * thread. Neither may change what commits.
+ *
+ * Checks: the first statement runs inside the transaction (a later failure
+ * rolls it back, through the plain and the prepared path); a callback that
+ * runs nothing commits nothing and leaves no transaction open; a failing
+ * first statement leaves a usable connection; a restart (40001) reruns the
+ * whole callback; a heartbeat whose connection cannot be made starts at
+ * once, lands no beat and lets the session fence itself by its clock,
+ * while one that can connect lands beats.
+ */
+#include <stdbool.h>
+#include <time.h>
+
+#include "oq_test.h"
+#include "sem_util.h"
+
+typedef struct tx_case {
+  int step;     /* which statement fails: 0 none */
+  int restarts; /* 40001s to raise before succeeding */
+  int runs;     /* how often the callback ran */
+} tx_case;
+
+static oq_err tx_fn(oq_db *db, void *ud)
+{
+  tx_case *c = ud;
+  c->runs++;
+  oq_err e =
+      oq_db_exec(db, "INSERT INTO tx_probe (k) VALUES (1)", 0, NULL, NULL);
+  if (e != OQ_OK || c->step == 1)
+    return e;
+  if (c->restarts > 0) {
+    c->restarts--;
+    return oq_db_exec(db,
+                      "DO $$ BEGIN RAISE EXCEPTION 'restart' USING ERRCODE "
+                      "= '40001'; END $$",
+                      0, NULL, NULL);
+  }
+  if (c->step == 2)
+    return oq_db_exec(db, "SELECT 1 / 0", 0, NULL, NULL);
+  return OQ_OK;
+}
+
+static oq_err first_fails(oq_db *db, void *ud)
+{
+  (void)ud;
+  oq_err e = oq_db_exec(db, "SELECT * FROM tx_no_such_table", 0, NULL, NULL);
+  return e;
+}
+
+static oq_err nothing(oq_db *db, void *ud)
+{
+  (void)db;
+  (*(int *)ud)++;
+  return OQ_OK;
+}
+
+static long probe_rows(oq_db *other)
+{
+  return oqt_scalar(other, "SELECT count(*) FROM tx_probe");
+}
+
+/* The first statement is inside the transaction: the second's failure
+ * takes it back. */
+static void test_first_statement_in_tx(oq_db *db, oq_db *other)
+{
+  tx_case c = {.step = 2};
+  oq_err e = oq_db_transact(db, tx_fn, &c);
+  ASSERT_EQ(e != OQ_OK, 1);
+  ASSERT_EQ(probe_rows(other), 0);
+  c = (tx_case){.step = 0};
+  ASSERT_OK(db, oq_db_transact(db, tx_fn, &c));
+  ASSERT_EQ(probe_rows(other), 1);
+  oqt_exec(other, "TRUNCATE tx_probe");
+  printf("ok first statement: rolled back with the transaction\n");
+}
+
+/* A restart reruns the callback whole, the pending BEGIN included. */
+static void test_restart(oq_db *db, oq_db *other)
+{
+  tx_case c = {.restarts = 2};
+  ASSERT_OK(db, oq_db_transact(db, tx_fn, &c));
+  ASSERT_EQ(c.runs, 3);
+  ASSERT_EQ(probe_rows(other), 1);
+  oqt_exec(other, "TRUNCATE tx_probe");
+  printf("ok restart: 3 runs, one row\n");
+}
+
+/* Nothing run: nothing committed and no transaction left open (the next
+ * plain statement is visible to others at once). A failing first statement
+ * leaves the connection usable. */
+static void test_empty_and_failing(oq_db *db, oq_db *other)
+{
+  int runs = 0;
+  ASSERT_OK(db, oq_db_transact(db, nothing, &runs));
+  ASSERT_EQ(runs, 1);
+  oqt_exec(db, "INSERT INTO tx_probe (k) VALUES (2)");
+  ASSERT_EQ(probe_rows(other), 1);
+  oq_err e = oq_db_transact(db, first_fails, NULL);
+  ASSERT_EQ(e, OQ_ERR_SQL);
+  ASSERT_CONTAINS(oq_db_errmsg(db), "tx_no_such_table");
+  oqt_exec(db, "INSERT INTO tx_probe (k) VALUES (3)");
+  ASSERT_EQ(probe_rows(other), 2);
+  oqt_exec(other, "TRUNCATE tx_probe");
+  printf("ok empty and failing: no open transaction, connection usable\n");
+}
+
+/* The prepared path (a one-item ack is a claim check by a prepared
+ * statement) inside the transaction: a handler write and the ack commit or
+ * roll back together. */
+typedef struct ack_case {
+  const char *id;
+  bool fail_after;
+} ack_case;
+
+static oq_err ack_write(oq_db *db, const oq_item *it, void *ud)
+{
+  ack_case *c = ud;
+  const char *p[1] = {it->id};
+  oq_err e = oq_db_exec(db, "INSERT INTO tx_ledger (id) VALUES ($1::uuid)", 1,
+                        p, NULL);
+  if (e == OQ_OK && c->fail_after)
+    e = oq_db_exec(db, "SELECT 1 / 0", 0, NULL, NULL);
+  return e;
+}
+
+static void test_ack(oq_db *db, oq_db *other, oq_session *s)
+{
+  char id[OQ_UUID_LEN + 1];
+  oq_enqueue_opts o = {.queue = "tx", .payload = "{}"};
+  oq_enqueue_status st;
+  ASSERT_OK(db, oq_enqueue(db, &o, id, &st));
+  oq_item *it = NULL;
+  size_t n = SEM_CLAIM(db, s, "tx", 1, &it);
+  ASSERT_EQ(n, 1);
+  ack_case c = {it[0].id, true};
+  bool rec = false;
+  oq_err e = oq_ack(db, s, &it[0], ack_write, &c, NULL, &rec);
+  ASSERT_EQ(e != OQ_OK, 1);
+  ASSERT_CONTAINS(oq_db_errmsg(db), "division by zero");
+  ASSERT_EQ(oqt_scalar(other, "SELECT count(*) FROM tx_ledger"), 0);
+  ASSERT_EQ(QLONG(other, "SELECT count(*) FROM onceq_items WHERE id = $1", id),
+            1);
+  c.fail_after = false;
+  ASSERT_OK(db, oq_ack(db, s, &it[0], ack_write, &c, NULL, &rec));
+  ASSERT_EQ(oqt_scalar(other, "SELECT count(*) FROM tx_ledger"), 1);
+  ASSERT_EQ(QLONG(other, "SELECT count(*) FROM onceq_items WHERE id = $1", id),
+            0);
+  oq_items_free(it, n);
+  printf("ok ack: effect and claim check commit together\n");
+}
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A heartbeat that cannot connect: start returns OK without waiting for
+ * the connection, no beat lands, and the session fences by its clock. One
+ * that can: beats land. */
+static void test_heartbeat(oq_db *db, const char *dsn)
+{
+  oq_session_opts so = {.heartbeat_interval_ms = 200, .expiry_ms = 2000};
+  oq_session *s = NULL;
+  ASSERT_OK(db, oq_session_open(db, &so, &s));
+  /* port 1 on loopback: refused at once */
+  oq_db_opts bad = {.conninfo = "host=127.0.0.1 port=1 dbname=x "
+                                "connect_timeout=2",
+                    .application_name = "tx-hb-bad"};
+  oq_heartbeat *hb = NULL;
+  char err[OQ_ERRBUF_SIZE] = "";
+  ASSERT_EQ(oq_heartbeat_start(&bad, s, NULL, NULL, &hb, err, sizeof err),
+            OQ_OK);
+  double until = now_s() + 10;
+  while (oq_session_state_get(s) == OQ_SESSION_LIVE && now_s() < until)
+    oqt_sleep_ms(50);
+  ASSERT_EQ(oq_session_state_get(s) != OQ_SESSION_LIVE, 1);
+  ASSERT_EQ(oq_heartbeat_count(hb), 0);
+  oq_heartbeat_stop(hb);
+  oq_session_free(s);
+
+  s = NULL;
+  ASSERT_OK(db, oq_session_open(db, &so, &s));
+  oq_db_opts good = {.conninfo = dsn, .application_name = "tx-hb-good"};
+  ASSERT_EQ(oq_heartbeat_start(&good, s, NULL, NULL, &hb, err, sizeof err),
+            OQ_OK);
+  until = now_s() + 10;
+  while (oq_heartbeat_count(hb) < 2 && now_s() < until)
+    oqt_sleep_ms(50);
+  ASSERT_EQ(oq_heartbeat_count(hb) >= 2, 1);
+  ASSERT_EQ(oq_session_state_get(s), OQ_SESSION_LIVE);
+  oq_heartbeat_stop(hb);
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  printf("ok heartbeat: connects on its thread; unreachable fences\n");
+}
+
+int main(void)
+{
+  const char *dsn = oqt_fresh_db("transact", 1);
+  oq_db *db = oqt_connect(dsn);
+  oq_db *other = oqt_connect(dsn);
+  oqt_exec(other, "CREATE TABLE tx_probe (k int NOT NULL)");
+  oqt_exec(other, "CREATE TABLE tx_ledger (id uuid PRIMARY KEY)");
+  oq_session *s = SEM_LONG_SESSION(db);
+
+  test_first_statement_in_tx(db, other);
+  test_restart(db, other);
+  test_empty_and_failing(db, other);
+  test_ack(db, other, s);
+  test_heartbeat(db, dsn);
+
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  oq_db_close(other);
+  oq_db_close(db);
+  printf("PASS it_lib_transact (isolation: %s)\n", oqt_isolation());
+  return 0;
+}
