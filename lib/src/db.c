@@ -114,8 +114,16 @@ const char *oq_db_masked_conninfo(const oq_db *db)
   return db->masked;
 }
 
+static oq_err flush_begin(oq_db *db);
+
 struct pg_conn *oq_db_pgconn(oq_db *db)
 {
+  /* raw libpq inside oq_db_transact must run inside its transaction: a
+   * BEGIN still waiting for the first statement goes now */
+  if (db->begin_pending && db->conn) {
+    oq_err e = flush_begin(db);
+    (void)e; /* a failed BEGIN means a lost connection: raw calls fail too */
+  }
   return db->conn;
 }
 
@@ -548,6 +556,16 @@ static oq_err flush_begin(oq_db *db)
   return e;
 }
 
+/* Close a connection left in an unusable state, keeping libpq's reason
+ * (run_typed reports it as a lost connection). */
+static void give_up(oq_db *db)
+{
+  oq__db_fail(db, OQ_ERR_CONN, NULL, "connection to %s lost: %s", db->masked,
+              PQerrorMessage(db->conn));
+  PQfinish(db->conn);
+  db->conn = NULL;
+}
+
 static bool send_stmt(oq_db *db, const char *sql, int nparams,
                       const unsigned int *types, const char *const *params,
                       const char *name)
@@ -585,8 +603,7 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
       !send_stmt(db, sql, nparams, types, params, name) ||
       !PQpipelineSync(db->conn)) {
     /* nothing can have committed; a half-sent pipeline is unusable */
-    PQfinish(db->conn);
-    db->conn = NULL;
+    give_up(db);
     return NULL;
   }
   PGresult *begin = await_result(db, timed_out);
@@ -617,8 +634,7 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
   }
   if (!synced || !PQexitPipelineMode(db->conn)) {
     PQclear(res);
-    PQfinish(db->conn);
-    db->conn = NULL;
+    give_up(db);
     return NULL;
   }
   return res;
@@ -646,6 +662,9 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
   bool timed_out = false;
   PGresult *res = send_and_await(db, sql, nparams, types, params,
                                  prepared ? name : NULL, &timed_out);
+  if (!res && !db->conn && !timed_out && !db->copy_refused &&
+      db->last == OQ_ERR_CONN)
+    return OQ_ERR_CONN; /* give_up: the reason is recorded */
   if (timed_out)
     return deadline_passed(db, "query failed");
   oq_err e = OQ_OK;

@@ -5,12 +5,14 @@
  *
  * Checks: the first statement runs inside the transaction (a later failure
  * rolls it back, through the plain and the prepared path); a callback that
- * runs nothing commits nothing and leaves no transaction open; a failing
+ * runs nothing commits nothing and leaves no transaction open; raw libpq
+ * through oq_db_pgconn as the first statement is inside it too; a failing
  * first statement leaves a usable connection; a restart (40001) reruns the
  * whole callback; a heartbeat whose connection cannot be made starts at
  * once, lands no beat and lets the session fence itself by its clock,
  * while one that can connect lands beats.
  */
+#include <libpq-fe.h>
 #include <stdbool.h>
 #include <time.h>
 
@@ -86,6 +88,27 @@ static void test_restart(oq_db *db, oq_db *other)
   ASSERT_EQ(probe_rows(other), 1);
   oqt_exec(other, "TRUNCATE tx_probe");
   printf("ok restart: 3 runs, one row\n");
+}
+
+/* Raw libpq first (oq_db_pgconn, as db.h invites inside an ack): still
+ * inside the transaction, so a later failure takes it back. */
+static oq_err raw_first(oq_db *db, void *ud)
+{
+  (void)ud;
+  PGresult *r = PQexec(oq_db_pgconn(db), "INSERT INTO tx_probe (k) VALUES (4)");
+  bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  if (!ok)
+    return OQ_ERR_SQL;
+  return oq_db_exec(db, "SELECT 1 / 0", 0, NULL, NULL);
+}
+
+static void test_raw_libpq(oq_db *db, oq_db *other)
+{
+  oq_err e = oq_db_transact(db, raw_first, NULL);
+  ASSERT_EQ(e != OQ_OK, 1);
+  ASSERT_EQ(probe_rows(other), 0);
+  printf("ok raw libpq: inside the transaction\n");
 }
 
 /* Nothing run: nothing committed and no transaction left open (the next
@@ -211,6 +234,7 @@ int main(void)
   test_first_statement_in_tx(db, other);
   test_restart(db, other);
   test_empty_and_failing(db, other);
+  test_raw_libpq(db, other);
   test_ack(db, other, s);
   test_heartbeat(db, dsn);
 
