@@ -34,6 +34,10 @@ oq_check "ledger ids are the enqueued ids" \
 oq_check "ledger n values" \
   "$(oq_sql 'SELECT count(DISTINCT n) FROM ledger WHERE n BETWEEN 1001 AND 1000 + '$N)" "$N"
 oq_check "sessions left after --drain" "$(oq_sql 'SELECT count(*) FROM onceq_sessions')" 0
+# its last line: what it acked and its own clock (the peer benchmark reads it)
+oq_check "--drain line with its clock" "$(grep -cE -- \
+  "--drain: nothing ready is left; exiting \($N acked, [0-9]+\.[0-9]{3} s since start\)" \
+  "$OQ_TMP/drain.log")" 1
 
 # ---- 2. a statement that fails for n = 13: rolled back, retried, dead
 oq_sql "TRUNCATE ledger, expected;
