@@ -81,8 +81,8 @@ void cm_exec_lean(char **argv)
   const char *mark = getenv(LEAN_MARK);
   if (mark) { /* the second start: we set it, take it back */
     started_us = strtoull(mark, NULL, 10);
-    if (!started_us)
-      started_us = mono_us();
+    if (!started_us || started_us > mono_us())
+      started_us = mono_us(); /* not ours: count from here */
     unsetenv(LEAN_VAR);
     unsetenv(LEAN_MARK);
     return;

@@ -199,7 +199,7 @@ static oq_err sql_round_run(many *b)
     goto out;
   }
   /* parsed and planned once per connection, not per item */
-  char item_stmt[16], check_stmt[16];
+  char item_stmt[32], check_stmt[32];
   static const unsigned int check_types[CHECK_NPARAMS] = {0, OQ_OID_UUID, 0,
                                                           0, 0,           0};
   b->failed = (long)b->m + 1;

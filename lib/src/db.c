@@ -38,12 +38,16 @@ struct oq_db {
   char (*ambiguous)[OQ_UUID_LEN + 1];
   size_t n_ambiguous;
   char *prepared[OQ__DB_PREPARED_MAX];    /* SQL prepared on this connection
-                                             as "oq_p<index>"; reset on connect */
+                                             as "oq_p<gen>_<index>"; reset on
+                                             connect */
   int prepared_cols[OQ__DB_PREPARED_MAX]; /* columns each one returns, -1
                                              until described */
   unsigned prepared_next;                 /* the slot evicted when full */
-  oq_err last;                            /* last error code */
-  char sqlstate[6];                       /* last SQLSTATE or "" */
+  unsigned prepared_gen; /* in the names: a forgotten set never collides */
+  int prepared_last;     /* the slot named last: never the next evicted */
+  bool raw_handed_out;   /* oq_db_pgconn was called: BEGIN goes at once */
+  oq_err last;           /* last error code */
+  char sqlstate[6];      /* last SQLSTATE or "" */
   char errmsg[OQ_ERRBUF_SIZE];
 };
 
@@ -119,7 +123,10 @@ static oq_err flush_begin(oq_db *db);
 struct pg_conn *oq_db_pgconn(oq_db *db)
 {
   /* raw libpq inside oq_db_transact must run inside its transaction: a
-   * BEGIN still waiting for the first statement goes now */
+   * BEGIN still waiting for the first statement goes now, and, since the
+   * caller may keep this pointer, every later transaction's BEGIN goes at
+   * once too */
+  db->raw_handed_out = true;
   if (db->begin_pending && db->conn) {
     oq_err e = flush_begin(db);
     (void)e; /* a failed BEGIN means a lost connection: raw calls fail too */
@@ -216,6 +223,25 @@ void oq__db_forget_prepared(oq_db *db)
     free(db->prepared[i]);
     db->prepared[i] = NULL;
   }
+  /* new names from here: the server may still hold the old ones (a
+   * forgotten set after 0A000), or have lost them (26000) */
+  db->prepared_gen++;
+  db->prepared_next = 0;
+  db->prepared_last = -1;
+}
+
+static void prepared_name(const oq_db *db, int slot, char *name, size_t len)
+{
+  snprintf(name, len, "oq_p%u_%d", db->prepared_gen, slot);
+}
+
+/* The server no longer has (26000) or can no longer run (0A000: "cached
+ * plan must not change result type") a statement we prepared, or has one
+ * of the name we meant to use (42P05). */
+static bool prepared_gone(const char *sqlstate)
+{
+  return strcmp(sqlstate, "26000") == 0 || strcmp(sqlstate, "0A000") == 0 ||
+         strcmp(sqlstate, "42P05") == 0;
 }
 
 /* Server NOTICEs ("relation already exists, skipping") go to the debug log,
@@ -551,7 +577,7 @@ static oq_err flush_begin(oq_db *db)
     return deadline_passed(db, "BEGIN failed");
   oq_err e = OQ_OK;
   if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
-    e = fail_from_result(db, res, "statement failed");
+    e = fail_from_result(db, res, "BEGIN failed");
   PQclear(res);
   return e;
 }
@@ -596,9 +622,9 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
     return send_stmt(db, sql, nparams, types, params, name)
                ? await_result(db, timed_out)
                : NULL;
-  db->begin_pending = false;
   if (!PQenterPipelineMode(db->conn))
-    return NULL;
+    return NULL; /* still pending: the caller's rollback clears it */
+  db->begin_pending = false;
   if (!PQsendQueryParams(db->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
       !send_stmt(db, sql, nparams, types, params, name) ||
       !PQpipelineSync(db->conn)) {
@@ -640,6 +666,22 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
   return res;
 }
 
+/* Our prepared statements went away (a DISCARD ALL, a pooler) or no longer
+ * fit: forget them and make the failure a restart, so the statement is
+ * prepared again when it is rerun (a claim by its retry loop, an ack with
+ * its transaction), as ack_many does for its pipelines. */
+static oq_err lost_prepared(oq_db *db)
+{
+  char msg[OQ_ERRBUF_SIZE], state[6];
+  snprintf(msg, sizeof msg, "%s", db->errmsg);
+  snprintf(state, sizeof state, "%s", db->sqlstate);
+  oq__db_forget_prepared(db);
+  return oq__db_fail(db, OQ_ERR_RETRY, state,
+                     "%s (a prepared statement was lost; it is prepared again "
+                     "on the next try)",
+                     msg);
+}
+
 /* prepared: parse and plan sql once per connection (oq__db_prepare_once),
  * for the library's statements that run per claim or per ack. */
 static oq_err run_typed(oq_db *db, const char *sql, int nparams,
@@ -652,7 +694,7 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
     return oq__db_fail(db, OQ_ERR_CONN, NULL,
                        "not connected to %s; the connection was lost",
                        db->masked);
-  char name[16];
+  char name[32];
   if (prepared) {
     oq_err pe = prepare_once(db, sql, nparams, types, name, sizeof name, NULL,
                              "query failed");
@@ -671,6 +713,8 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     e = fail_from_result(db, res, "query failed");
+    if (prepared && e != OQ_ERR_CONN && prepared_gone(db->sqlstate))
+      e = lost_prepared(db);
     goto out;
   }
   if (affected)
@@ -1168,8 +1212,14 @@ oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud)
     if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
       return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
                          db->masked);
-    db->begin_pending = true; /* sent with fn's first statement */
-    oq_err e = fn(db, ud);
+    oq_err e = OQ_OK;
+    if (db->raw_handed_out)
+      e = oq__db_simple(db, "BEGIN"); /* raw calls may come first */
+    else
+      db->begin_pending = true; /* sent with fn's first statement */
+    if (e != OQ_OK)
+      return e;
+    e = fn(db, ud);
     if (e == OQ_OK) {
       e = commit(db);
       if (e == OQ_OK)
@@ -1231,7 +1281,8 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
   int slot = -1;
   for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
     if (db->prepared[i] && strcmp(db->prepared[i], sql) == 0) {
-      snprintf(name, namelen, "oq_p%d", i);
+      prepared_name(db, i, name, namelen);
+      db->prepared_last = i;
       if (ncols && db->prepared_cols[i] < 0) {
         oq_err e = describe_cols(db, name, &db->prepared_cols[i]);
         if (e != OQ_OK)
@@ -1245,14 +1296,17 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
       slot = i;
   }
   if (slot < 0) {
-    /* full: drop one, round robin (a pipeline prepares its two statements
-     * just before sending them, so the oldest slot is never one of them) */
+    /* full: drop one, round robin, never the one named last (a pipeline
+     * names its two statements just before sending them) */
     slot = (int)(db->prepared_next++ % OQ__DB_PREPARED_MAX);
-    char sql_dealloc[32];
-    snprintf(sql_dealloc, sizeof sql_dealloc, "DEALLOCATE oq_p%d", slot);
+    if (slot == db->prepared_last)
+      slot = (int)(db->prepared_next++ % OQ__DB_PREPARED_MAX);
+    char sql_dealloc[64] = "DEALLOCATE ";
+    prepared_name(db, slot, sql_dealloc + strlen(sql_dealloc),
+                  sizeof sql_dealloc - strlen(sql_dealloc));
     oq_err e = oq__db_simple(db, sql_dealloc);
-    if (e != OQ_OK)
-      return e;
+    if (e != OQ_OK && strcmp(db->sqlstate, "26000") != 0)
+      return e; /* 26000: already gone, the slot is free all the same */
     free(db->prepared[slot]);
     db->prepared[slot] = NULL;
   }
@@ -1260,7 +1314,7 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
   if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
     return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
                        db->masked);
-  snprintf(name, namelen, "oq_p%d", slot);
+  prepared_name(db, slot, name, namelen);
   bool timed_out = false;
   PGresult *res = NULL;
   if (PQsendPrepare(db->conn, name, sql, nparams, (const Oid *)types))
@@ -1268,13 +1322,17 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
   if (timed_out)
     return deadline_passed(db, what);
   oq_err e = OQ_OK;
-  if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+  if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
     e = fail_from_result(db, res, what);
+    if (e != OQ_ERR_CONN && strcmp(db->sqlstate, "42P05") == 0)
+      e = lost_prepared(db); /* a name of ours left on the server */
+  }
   PQclear(res);
   int cols = -1;
   if (e == OQ_OK && ncols)
     e = describe_cols(db, name, &cols);
   if (e == OQ_OK) {
+    db->prepared_last = slot;
     db->prepared_cols[slot] = cols;
     if (ncols)
       *ncols = cols;

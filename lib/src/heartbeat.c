@@ -36,6 +36,7 @@ struct oq_heartbeat {
   char *conninfo;
   char *application_name;
   oq_retry_policy retry;
+  bool connect_warned; /* thread only */
   oq_session *session;
   oq_session_event_fn cb;
   void *ud;
@@ -87,8 +88,10 @@ static bool connect_first(oq_heartbeat *hb)
   if (oq_db_open(&hb->dbo, &hb->db, err, sizeof err) == OQ_OK)
     return true;
   hb->db = NULL;
-  OQ_LOG(OQ_LOG_WARN, oq_session_id(hb->session), NULL,
-         "heartbeat connection failed: %s", err);
+  if (!hb->connect_warned) /* once, like a lost connection */
+    OQ_LOG(OQ_LOG_WARN, oq_session_id(hb->session), NULL,
+           "heartbeat connection failed: %s (retrying at each beat)", err);
+  hb->connect_warned = true;
   return false;
 }
 

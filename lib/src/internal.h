@@ -101,7 +101,7 @@ oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
 /*
  * oq_db_query and oq__db_query_retry through a statement prepared once per
  * connection (oq__db_prepare_once): for the few library statements that
- * run per claim, per ack or per beat, so the server parses and plans them
+ * run per claim or per ack, so the server parses and plans them
  * once (a 1-row claim: about 1 ms less, measured in docs/benchmarks.md).
  * A Parse error fails as "query failed", like the unprepared call.
  */

@@ -7,7 +7,9 @@
  * rolls it back, through the plain and the prepared path); a callback that
  * runs nothing commits nothing and leaves no transaction open; raw libpq
  * through oq_db_pgconn as the first statement is inside it too; a failing
- * first statement leaves a usable connection; a restart (40001) reruns the
+ * first statement leaves a usable connection; claims go on after the
+ * server drops our prepared statements (DEALLOCATE ALL, as a pooler or
+ * DISCARD ALL would); a restart (40001) reruns the
  * whole callback; a heartbeat whose connection cannot be made starts at
  * once, lands no beat and lets the session fence itself by its clock,
  * while one that can connect lands beats.
@@ -175,6 +177,32 @@ static void test_ack(oq_db *db, oq_db *other, oq_session *s)
   printf("ok ack: effect and claim check commit together\n");
 }
 
+/* The claim is a prepared statement: when the server forgets it, the
+ * claim prepares it again instead of failing from then on. */
+static void test_prepared_lost(const char *dsn, oq_db *db)
+{
+  oq_db *d = oqt_connect(dsn);
+  oq_session *s = SEM_LONG_SESSION(d);
+  oq_enqueue_opts o = {.queue = "lost", .payload = "{}"};
+  char id[OQ_UUID_LEN + 1];
+  oq_enqueue_status st;
+  for (int i = 0; i < 3; i++)
+    ASSERT_OK(db, oq_enqueue(db, &o, id, &st));
+  for (int round = 0; round < 3; round++) {
+    oq_item *it = NULL;
+    size_t n = SEM_CLAIM(d, s, "lost", 1, &it);
+    ASSERT_EQ(n, 1);
+    oq_items_free(it, n);
+    PGresult *r = PQexec(oq_db_pgconn(d), "DEALLOCATE ALL");
+    ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+  }
+  ASSERT_OK(d, oq_session_end(d, s));
+  oq_session_free(s);
+  oq_db_close(d);
+  printf("ok prepared lost: three claims across DEALLOCATE ALL\n");
+}
+
 static double now_s(void)
 {
   struct timespec ts;
@@ -236,6 +264,7 @@ int main(void)
   test_empty_and_failing(db, other);
   test_raw_libpq(db, other);
   test_ack(db, other, s);
+  test_prepared_lost(dsn, db);
   test_heartbeat(db, dsn);
 
   ASSERT_OK(db, oq_session_end(db, s));

@@ -47,7 +47,8 @@ OQ_MUST_CHECK oq_err oq_heartbeat_start(const oq_db_opts *dbo, oq_session *s,
 /* Stop the thread (within about one interval), close its connection and
  * free. NULL is allowed.
  * Blocks: joins the thread: about one interval, at most one beat's statement
- * more (bounded by dbo's deadline). */
+ * more (bounded by dbo's deadline), or one connection attempt (bounded by
+ * dbo's connect timeout). */
 void oq_heartbeat_stop(oq_heartbeat *hb);
 
 /* Heartbeats that landed since start.
