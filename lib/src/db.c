@@ -606,8 +606,10 @@ static bool send_stmt(oq_db *db, const char *sql, int nparams,
  * Send one statement (prepared as `name`, or sql) and collect its answer
  * like await_result. A transaction's pending BEGIN (oq_db_transact) goes in
  * the same round trip, pipelined ahead of it: BEGIN, the statement, Sync
- * (PostgreSQL docs, libpq "Pipeline Mode"; CockroachDB accepts pipelined
- * extended-protocol messages too). An idle worker's item then waits for
+ * (PostgreSQL docs, libpq "Pipeline Mode"; on CockroachDB the same shape
+ * as oq__db_pipeline's batches, whose pgwire runs extended-protocol
+ * messages up to the Sync: cockroachdb/cockroach#51194; not run against a
+ * CockroachDB server here). An idle worker's item then waits for
  * one answer fewer before its handler's statement runs. The answer is the
  * BEGIN's failure if it failed, else the statement's; the transaction is
  * left open, as a separate BEGIN would have left it.
