@@ -389,10 +389,9 @@ static oq_err run_many(many *b, round_fn round)
       ambiguous = was_ambiguous = true;
       goto again;
     }
-    /* our prepared statements went away (26000: a DISCARD or a pooler)
-     * or their plans no longer fit (0A000): prepare again and rerun */
-    if (strcmp(oq_db_sqlstate(db), "26000") == 0 ||
-        strcmp(oq_db_sqlstate(db), "0A000") == 0) {
+    /* our prepared statements went away or no longer fit: prepare again
+     * and rerun */
+    if (oq__sqlstate_prepared_gone(oq_db_sqlstate(db))) {
       oq__db_forget_prepared(db);
       goto again;
     }

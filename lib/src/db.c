@@ -235,15 +235,6 @@ static void prepared_name(const oq_db *db, int slot, char *name, size_t len)
   snprintf(name, len, "oq_p%u_%d", db->prepared_gen, slot);
 }
 
-/* The server no longer has (26000) or can no longer run (0A000: "cached
- * plan must not change result type") a statement we prepared, or has one
- * of the name we meant to use (42P05). */
-static bool prepared_gone(const char *sqlstate)
-{
-  return strcmp(sqlstate, "26000") == 0 || strcmp(sqlstate, "0A000") == 0 ||
-         strcmp(sqlstate, "42P05") == 0;
-}
-
 /* Server NOTICEs ("relation already exists, skipping") go to the debug log,
  * not to the program's stderr. */
 static void on_notice(void *ud, const char *msg)
@@ -715,7 +706,8 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     e = fail_from_result(db, res, "query failed");
-    if (prepared && e != OQ_ERR_CONN && prepared_gone(db->sqlstate))
+    if (prepared && e != OQ_ERR_CONN &&
+        oq__sqlstate_prepared_gone(db->sqlstate))
       e = lost_prepared(db);
     goto out;
   }
@@ -1214,11 +1206,9 @@ oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud)
     if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
       return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
                          db->masked);
-    oq_err e = OQ_OK;
-    if (db->raw_handed_out)
-      e = oq__db_simple(db, "BEGIN"); /* raw calls may come first */
-    else
-      db->begin_pending = true; /* sent with fn's first statement */
+    /* sent with fn's first statement, unless raw libpq may come first */
+    db->begin_pending = true;
+    oq_err e = db->raw_handed_out ? flush_begin(db) : OQ_OK;
     if (e != OQ_OK)
       return e;
     e = fn(db, ud);
@@ -1326,8 +1316,8 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
   oq_err e = OQ_OK;
   if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
     e = fail_from_result(db, res, what);
-    if (e != OQ_ERR_CONN && strcmp(db->sqlstate, "42P05") == 0)
-      e = lost_prepared(db); /* a name of ours left on the server */
+    if (e != OQ_ERR_CONN && oq__sqlstate_prepared_gone(db->sqlstate))
+      e = lost_prepared(db); /* e.g. a name of ours left on the server */
   }
   PQclear(res);
   int cols = -1;

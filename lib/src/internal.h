@@ -21,6 +21,10 @@
 oq_err oq__sqlstate_classify(const char *sqlstate);
 /* 40001 / 40P01: the transaction may simply be run again. */
 bool oq__sqlstate_is_restart(const char *sqlstate);
+/* 26000 / 0A000 / 42P05: a statement we prepared is gone from the server
+ * (DISCARD ALL, a pooler), can no longer run ("cached plan must not change
+ * result type"), or its name is taken: forget them and prepare again. */
+bool oq__sqlstate_prepared_gone(const char *sqlstate);
 
 /* ---- db.c: error setter and internals other modules use --------------- */
 

@@ -89,6 +89,13 @@ oq_err oq__sqlstate_classify(const char *sqlstate)
   return OQ_ERR_SQL;
 }
 
+bool oq__sqlstate_prepared_gone(const char *sqlstate)
+{
+  return sqlstate &&
+         (strcmp(sqlstate, "26000") == 0 || strcmp(sqlstate, "0A000") == 0 ||
+          strcmp(sqlstate, "42P05") == 0);
+}
+
 bool oq__sqlstate_is_restart(const char *sqlstate)
 {
   return sqlstate && (strcmp(sqlstate, SQLSTATE_SERIALIZATION_FAILURE) == 0 ||

@@ -12,4 +12,5 @@ oq_add_test(it_lib_history LABEL integration TIMEOUT 120 SOURCES history.c)
 oq_add_test(it_lib_ack_many LABEL integration TIMEOUT 120 SOURCES ack_many.c)
 oq_add_test(it_lib_claim_queues LABEL integration TIMEOUT 120
             SOURCES claim_queues.c INTERNAL)
-oq_add_test(it_lib_transact LABEL integration TIMEOUT 120 SOURCES transact.c)
+oq_add_test(it_lib_transact LABEL integration TIMEOUT 120 SOURCES transact.c
+            INTERNAL)

@@ -9,7 +9,8 @@
  * through oq_db_pgconn as the first statement is inside it too; a failing
  * first statement leaves a usable connection; claims go on after the
  * server drops our prepared statements (DEALLOCATE ALL, as a pooler or
- * DISCARD ALL would); a restart (40001) reruns the
+ * DISCARD ALL would); a full statement cache never drops the statement it
+ * named last (a pipeline's, about to be sent); a restart (40001) reruns the
  * whole callback; a heartbeat whose connection cannot be made starts at
  * once, lands no beat and lets the session fence itself by its clock,
  * while one that can connect lands beats.
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "internal.h"
 #include "oq_test.h"
 #include "sem_util.h"
 
@@ -203,6 +205,27 @@ static void test_prepared_lost(const char *dsn, oq_db *db)
   printf("ok prepared lost: three claims across DEALLOCATE ALL\n");
 }
 
+/* 16 statements fill the cache; naming the first again and then adding a
+ * 17th must not evict the first (the round robin points at its slot). */
+static void test_cache_keeps_last(const char *dsn)
+{
+  oq_db *d = oqt_connect(dsn);
+  char sql[64], first[32], name[32];
+  for (int i = 0; i <= OQ__DB_PREPARED_MAX; i++) {
+    snprintf(sql, sizeof sql, "SELECT %d AS k", i);
+    if (i == OQ__DB_PREPARED_MAX)
+      ASSERT_OK(d, oq__db_prepare_once(d, "SELECT 0 AS k", 0, NULL, first,
+                                       sizeof first, NULL));
+    ASSERT_OK(d, oq__db_prepare_once(d, sql, 0, NULL, name, sizeof name, NULL));
+  }
+  PGresult *r = PQexecPrepared(oq_db_pgconn(d), first, 0, NULL, NULL, NULL, 0);
+  ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK);
+  ASSERT_STREQ(PQgetvalue(r, 0, 0), "0");
+  PQclear(r);
+  oq_db_close(d);
+  printf("ok cache: the statement named last survives an eviction\n");
+}
+
 static double now_s(void)
 {
   struct timespec ts;
@@ -265,6 +288,7 @@ int main(void)
   test_raw_libpq(db, other);
   test_ack(db, other, s);
   test_prepared_lost(dsn, db);
+  test_cache_keeps_last(dsn);
   test_heartbeat(db, dsn);
 
   ASSERT_OK(db, oq_session_end(db, s));
