@@ -18,7 +18,7 @@
 #define MAX_SAMPLES 512
 
 /* SIGINT and SIGTERM end --watch (cm_signals_install counts them). */
-static volatile sig_atomic_t stop_requested;
+static cm_signal_count stop_requested;
 
 /* Sleep ms, in slices that watch for a stop; false when one came. */
 static bool nap(int64_t ms)

@@ -8,16 +8,16 @@
 #include "signals.h"
 
 /* The handler needs a global: one counter per process. */
-static volatile sig_atomic_t *counter;
+static cm_signal_count *counter;
 
 static void on_signal(int sig)
 {
   (void)sig;
-  if (counter && *counter < 100)
-    (*counter)++;
+  if (counter && atomic_load(counter) < 100)
+    atomic_fetch_add(counter, 1);
 }
 
-void cm_signals_install(volatile sig_atomic_t *count)
+void cm_signals_install(cm_signal_count *count)
 {
   counter = count;
   struct sigaction sa;
@@ -29,7 +29,7 @@ void cm_signals_install(volatile sig_atomic_t *count)
   signal(SIGPIPE, SIG_IGN);
 }
 
-bool cm_nap_until(uint64_t deadline_ms, const volatile sig_atomic_t *count)
+bool cm_nap_until(uint64_t deadline_ms, const cm_signal_count *count)
 {
   while (!*count) {
     uint64_t now = oq_monotonic_ms();

@@ -79,7 +79,7 @@ typedef struct coord {
   bool status_open;      /* the page has no bearer token */
 } coord;
 
-static volatile sig_atomic_t signals_seen;
+static cm_signal_count signals_seen;
 
 /* One line on stderr, "onceq: coordinator: ...", and the exit code. */
 static int co_fail(int code, const char *fmt, ...)

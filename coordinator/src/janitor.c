@@ -26,8 +26,7 @@ static const char SQL_RESULTS[] =
     " '1 millisecond' ORDER BY finished_at LIMIT " BATCH_S ")";
 
 static oq_err sweep(oq_db *db, const char *sql, int64_t keep_ms,
-                    const char *all, const volatile sig_atomic_t *stop,
-                    long *deleted)
+                    const char *all, const cm_signal_count *stop, long *deleted)
 {
   char ms[32];
   snprintf(ms, sizeof ms, "%lld", (long long)keep_ms);
@@ -45,7 +44,7 @@ static oq_err sweep(oq_db *db, const char *sql, int64_t keep_ms,
 }
 
 oq_err co_retention_run(oq_db *db, const co_retention *r,
-                        const volatile sig_atomic_t *stop, long *done_deleted,
+                        const cm_signal_count *stop, long *done_deleted,
                         long *dead_deleted)
 {
   oq_err e = OQ_OK;

@@ -14,7 +14,7 @@
 #ifndef ONCEQ_COORD_JANITOR_H
 #define ONCEQ_COORD_JANITOR_H
 
-#include <signal.h>
+#include "signals.h"
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -36,7 +36,7 @@ typedef struct co_retention {
  * early (OQ_OK) when *stop becomes non-zero between statements.
  */
 OQ_MUST_CHECK oq_err co_retention_run(oq_db *db, const co_retention *r,
-                                      const volatile sig_atomic_t *stop,
+                                      const cm_signal_count *stop,
                                       long *done_deleted, long *dead_deleted);
 
 #endif

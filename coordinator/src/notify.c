@@ -42,7 +42,7 @@ struct co_notifier {
   uint64_t next_try_ms;   /* monotonic: no pass before this */
   uint64_t rng;           /* backoff jitter */
   oq_retry_policy policy; /* 1 s doubling to 5 min */
-  const volatile sig_atomic_t *stop; /* for the progress callback */
+  const cm_signal_count *stop; /* for the progress callback */
 };
 
 co_notifier *co_notifier_new(const char *url, int timeout_ms, char *err,
@@ -173,9 +173,8 @@ static bool permanent_rejection(long status)
          status == 415 || status == 422;
 }
 
-oq_err co_notify_run(co_notifier *n, oq_db *db,
-                     const volatile sig_atomic_t *stop, long *sent,
-                     long *failed)
+oq_err co_notify_run(co_notifier *n, oq_db *db, const cm_signal_count *stop,
+                     long *sent, long *failed)
 {
   co_rows r = {0};
   *sent = *failed = 0;

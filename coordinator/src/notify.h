@@ -32,7 +32,7 @@
 #ifndef ONCEQ_COORD_NOTIFY_H
 #define ONCEQ_COORD_NOTIFY_H
 
-#include <signal.h>
+#include "signals.h"
 #include <stddef.h>
 
 #include "onceq/onceq.h"
@@ -62,7 +62,7 @@ const char *co_notifier_shown_url(const co_notifier *n);
  * errors of the pass.
  */
 OQ_MUST_CHECK oq_err co_notify_run(co_notifier *n, oq_db *db,
-                                   const volatile sig_atomic_t *stop,
-                                   long *sent, long *failed);
+                                   const cm_signal_count *stop, long *sent,
+                                   long *failed);
 
 #endif

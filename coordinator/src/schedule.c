@@ -91,8 +91,7 @@ static oq_err fire_tx(oq_db *db, void *ud)
   return e;
 }
 
-oq_err co_schedule_fire_due(oq_db *db, const volatile sig_atomic_t *stop,
-                            long *fired)
+oq_err co_schedule_fire_due(oq_db *db, const cm_signal_count *stop, long *fired)
 {
   co_rows due = {0}, cur = {0};
   *fired = 0;

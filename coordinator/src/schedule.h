@@ -28,7 +28,7 @@
 #ifndef ONCEQ_COORD_SCHEDULE_H
 #define ONCEQ_COORD_SCHEDULE_H
 
-#include <signal.h>
+#include "signals.h"
 #include <stdbool.h>
 
 #include "onceq/onceq.h"
@@ -43,7 +43,7 @@ void co_schedule_key(char *buf, size_t len, const char *name, long long due_s);
  * Stops early (OQ_OK) when *stop becomes non-zero.
  */
 OQ_MUST_CHECK oq_err co_schedule_fire_due(oq_db *db,
-                                          const volatile sig_atomic_t *stop,
+                                          const cm_signal_count *stop,
                                           long *fired);
 
 #endif

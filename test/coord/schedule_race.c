@@ -9,7 +9,7 @@
  * number of occurrences too.
  */
 #include <pthread.h>
-#include <signal.h>
+#include "signals.h"
 #include <stdlib.h>
 
 #include "codb.h"
@@ -20,7 +20,7 @@
 #define OCCURRENCES 300
 
 static const char *dsn;
-static volatile sig_atomic_t stop_flag;
+static cm_signal_count stop_flag;
 /* all firers connected before any fires: they really race */
 static pthread_barrier_t start;
 

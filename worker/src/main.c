@@ -15,7 +15,7 @@
 #include "signals.h"
 #include "worker.h"
 
-static volatile sig_atomic_t signals_seen;
+static cm_signal_count signals_seen;
 
 /* The one way usage and configuration errors leave: one line on stderr,
  * with anything that looks like a credential masked (a mistyped flag may

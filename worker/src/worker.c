@@ -147,7 +147,7 @@ static void retire(wk *w, oq_db *db, wk_gen *g, bool lost)
 
 /* Wait for work to show up: a NOTIFY on PostgreSQL, else the poll timer. */
 static void wait_for_items(wk *w, oq_db *listen_db, int ms,
-                           volatile sig_atomic_t *signals)
+                           cm_signal_count *signals)
 {
   uint64_t until = wk_now_ms() + (uint64_t)ms;
   while (*signals == 0) {
@@ -264,7 +264,7 @@ typedef struct loop {
 } loop;
 
 /* Signals: the first drains, the second stops children now. */
-static void take_signals(wk *w, loop *l, volatile sig_atomic_t *signals)
+static void take_signals(wk *w, loop *l, cm_signal_count *signals)
 {
   int sigs = (int)*signals;
   if (sigs >= 2 && !atomic_load(&w->hard_stop)) {
@@ -393,7 +393,7 @@ static int hold_target(wk *w, loop *l)
   return (int)t;
 }
 
-static loop_state on_running(wk *w, loop *l, volatile sig_atomic_t *signals)
+static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
 {
   const wk_config *cfg = w->cfg;
   loop_state next = by_session(w, RUNNING);
@@ -572,7 +572,7 @@ static loop_state on_draining(wk *w, loop *l)
   return DRAINING;
 }
 
-static int run_loop(wk *w, oq_db *db, volatile sig_atomic_t *signals)
+static int run_loop(wk *w, oq_db *db, cm_signal_count *signals)
 {
   const wk_config *cfg = w->cfg;
   loop l = {.st = RUNNING, .db = db, .rng = oq_backoff_seed()};
@@ -629,8 +629,7 @@ static void cond_init(pthread_cond_t *cv)
   pthread_condattr_destroy(&a);
 }
 
-int wk_worker_run(const wk_config *cfg, wk_metrics *m,
-                  volatile sig_atomic_t *signals)
+int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
 {
   wk w;
   memset(&w, 0, sizeof w);

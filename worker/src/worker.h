@@ -18,7 +18,7 @@
 #ifndef ONCEQ_WORKER_WORKER_H
 #define ONCEQ_WORKER_WORKER_H
 
-#include <signal.h>
+#include "signals.h"
 
 #include "config.h"
 #include "metrics.h"
@@ -32,6 +32,6 @@
 int wk_hold_for_rate(const wk_config *cfg, double rate);
 
 int wk_worker_run(const wk_config *cfg, wk_metrics *m,
-                  volatile sig_atomic_t *signals);
+                  cm_signal_count *signals);
 
 #endif
