@@ -1316,8 +1316,11 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
   oq_err e = OQ_OK;
   if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
     e = fail_from_result(db, res, what);
-    if (e != OQ_ERR_CONN && oq__sqlstate_prepared_gone(db->sqlstate))
-      e = lost_prepared(db); /* e.g. a name of ours left on the server */
+    /* only 42P05 (a name of ours left on the server) is ours to fix: a
+     * 0A000 from Parse is a statement the server cannot run at all, which
+     * no retry mends */
+    if (e != OQ_ERR_CONN && strcmp(db->sqlstate, "42P05") == 0)
+      e = lost_prepared(db);
   }
   PQclear(res);
   int cols = -1;

@@ -23,7 +23,8 @@ oq_err oq__sqlstate_classify(const char *sqlstate);
 bool oq__sqlstate_is_restart(const char *sqlstate);
 /* 26000 / 0A000 / 42P05: a statement we prepared is gone from the server
  * (DISCARD ALL, a pooler), can no longer run ("cached plan must not change
- * result type"), or its name is taken: forget them and prepare again. */
+ * result type"), or its name is taken: forget them and prepare again
+ * (prepare_once acts on 42P05 only: its 0A000 means "not supported"). */
 bool oq__sqlstate_prepared_gone(const char *sqlstate);
 
 /* ---- db.c: error setter and internals other modules use --------------- */
