@@ -21,9 +21,13 @@
  *  - cancelled:   not landed, and the item is moved to onceq_dead (what
  *                 `onceq cancel` does) before we notice: gone, but dead, so
  *                 the claim was lost, not acknowledged.
- *  - batch-landed / batch-not-landed: the same cuts around the COMMIT of a
- *                 pipelined batch ack (oq_ack_many_sql, 5 items): every item
- *                 acked, one ledger row each.
+ *  - error-commit: landed, and the client gets an error 40003 (statement
+ *                 completion unknown) for its COMMIT before the connection
+ *                 drops: reconciled like landed, not a plain lost connection.
+ *  - batch-landed / batch-not-landed / batch-error-commit: the same faults
+ *                 around the COMMIT of a pipelined batch ack
+ *                 (oq_ack_many_sql, 5 items): every item acked, one ledger
+ *                 row each.
  *  - batch-gave-up: the same for a pipelined batch of 3: the second call
  *                 remembers the first's unknown outcome, so every item is
  *                 OQ_ACK_DONE (not LOST) and the ledger has one row each.
@@ -75,6 +79,7 @@ static const case_def cases[] = {
     {"reaped", CASE_REAPED, CUTPROXY_CUT_BEFORE_COMMIT},
     {"acked-elsewhere", CASE_ACKED_ELSEWHERE, CUTPROXY_CUT_BEFORE_COMMIT},
     {"cancelled", CASE_CANCELLED, CUTPROXY_CUT_BEFORE_COMMIT},
+    {"error-commit", CASE_LANDED, CUTPROXY_ERROR_AFTER_COMMIT},
 };
 
 /* What the ack handler saw; used on the oq_ack thread only. */
@@ -783,6 +788,10 @@ int main(int argc, char **argv)
   }
   if (!only || strcmp(only, "batch-not-landed") == 0) {
     run_batch_case("batch-not-landed", CUTPROXY_CUT_BEFORE_COMMIT);
+    ran++;
+  }
+  if (!only || strcmp(only, "batch-error-commit") == 0) {
+    run_batch_case("batch-error-commit", CUTPROXY_ERROR_AFTER_COMMIT);
     ran++;
   }
   if (!only || strcmp(only, "batch-subset") == 0) {
