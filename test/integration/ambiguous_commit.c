@@ -18,9 +18,10 @@
  *  - acked-elsewhere: not landed, reaped, and another session claims and
  *                 acks the item before we notice: item gone, so OQ_OK, and
  *                 only the other session's ledger row exists.
- *  - cancelled:   not landed, and the item is moved to onceq_dead (what
- *                 `onceq cancel` does) before we notice: gone, but dead, so
- *                 the claim was lost, not acknowledged.
+ *  - cancelled:   not landed, and the item is moved to onceq_dead (as a
+ *                 dead-letter does; `onceq cancel` does not, see
+ *                 cancelled-cli) before we notice: gone, but dead, so the
+ *                 claim was lost, not acknowledged.
  *  - cancelled-cli: not landed, and `onceq cancel ID` (the real command,
  *                 which writes no dead letter) deletes the item before we
  *                 notice: gone, yet the claim was lost, not acknowledged.
