@@ -5,7 +5,8 @@
  * ack's `DELETE ... WHERE id = $1 AND claim = $2` finds no row), so a
  * cancelled item is never acknowledged and its ack-transaction writes never
  * commit. External effects already started (an HTTP call, a command) are not
- * undone; the worker stops caring about the item.
+ * undone; the worker stops caring about the item. Each cancel leaves a
+ * 'cancelled' row in onceq_results (see delete_sql).
  *
  * All or nothing: in one transaction every id is looked up and locked
  * (FOR UPDATE, so an ack in flight waits for us and then loses); if any id
@@ -31,17 +32,20 @@ static const char classify_sql[] =
     " THEN 'done' ELSE 'unknown' END, NULL"
     " FROM unnest($1::uuid[]) AS u(id)"
     " WHERE NOT EXISTS (SELECT 1 FROM onceq_items i WHERE i.id = u.id)";
-/* An item that asked for its outcome (keep_result) gets its 'cancelled'
- * row in the same statement, so a waiter (`onceq wait`) tells a cancel
- * from an ack; the row's result is the item's last error (NULL when no
- * attempt failed), as a dead letter keeps its own. The count is of deleted
- * items. */
+/* Every cancelled item gets its 'cancelled' row in onceq_results in the
+ * same statement, whether it asked for its outcome (keep_result) or not:
+ * it is the durable trace that tells a cancel from an ack, for a waiter
+ * (`onceq wait`) and for a worker reconciling an ambiguous commit (an item
+ * gone with this row was cancelled, not acknowledged: lib/src/dialect.c,
+ * OQ__SQL_ITEM_CLAIM_OF). A cancel writes no onceq_dead row. The row's
+ * result is the item's last error (NULL when no attempt failed), as a dead
+ * letter keeps its own; retention (`--keep-results`) removes it like any
+ * kept outcome. The count is of deleted items. */
 static const char delete_sql[] =
     "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
     " RETURNING id, queue, keep_result, last_error),"
     " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result)"
     " SELECT id, queue, 'cancelled', last_error FROM d"
-    " WHERE keep_result"
     " ON CONFLICT (item_id) DO UPDATE SET outcome = excluded.outcome,"
     " result = excluded.result, truncated = false, finished_at = now()"
     " RETURNING item_id)"

@@ -3,8 +3,9 @@
  *
  * The only decision about who may acknowledge is `claim = $session` inside
  * the ack transaction. An ambiguous commit is reconciled from the database
- * (docs/design.md §3): item gone, not dead -> acknowledged; still ours ->
- * run the transaction again; otherwise (dead included) -> claim lost.
+ * (docs/design.md §3): item gone, neither dead nor cancelled ->
+ * acknowledged; still ours -> run the transaction again; otherwise (dead
+ * or cancelled included) -> claim lost.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -130,8 +130,17 @@ static oq_err claim_each_queue(oq_db *db, const oq_session *s,
 static oq_err claim_finish(oq_db *db, const oq_session *s, claim_acc *acc,
                            oq_err e, oq_item **items, size_t *n)
 {
-  if (acc->nomem)
-    e = oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
+  if (acc->nomem) {
+    /* the statement committed: rows past the one that could not be
+     * copied are claimed and not returned. Handing over only the copied
+     * ones would hide that from the caller, who must sweep (item.h) */
+    oq_items_free(acc->items, acc->n);
+    return oq__db_fail(db, OQ_ERR_NOMEM, NULL,
+                       "out of memory while reading the claim's rows; "
+                       "what it claimed stays claimed by session %s until a "
+                       "reconciliation sweep releases it",
+                       oq_session_id(s));
+  }
   if (e != OQ_OK && (acc->n == 0 || e == OQ_ERR_SESSION_LOST)) {
     oq_items_free(acc->items, acc->n);
     return e;

@@ -959,6 +959,13 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
                          "pipeline outcome unknown: connection to %s lost "
                          "(%s)",
                          db->masked, msg);
+    /* the failure itself said the outcome is unknown (40003, 08007 on the
+     * COMMIT): the drop after it does not make it a plain loss */
+    if (first == OQ_ERR_AMBIGUOUS)
+      return oq__db_fail(db, OQ_ERR_AMBIGUOUS, db->sqlstate,
+                         "pipeline outcome unknown: %s; then the connection "
+                         "to %s was lost (%s)",
+                         db->errmsg, db->masked, msg);
     return oq__db_fail(db, OQ_ERR_CONN, db->sqlstate,
                        "connection to %s lost after: %s", db->masked,
                        db->errmsg[0] ? db->errmsg : msg);

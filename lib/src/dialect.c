@@ -196,16 +196,23 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " SELECT 1 / (CASE WHEN count(*) = $3::int8 THEN 1 ELSE 0 END)"
         " FROM d",
     /* Reconciling an ambiguous ack: an item that is gone was acknowledged
-     * unless it is in onceq_dead (cancelled or dead-lettered meanwhile):
-     * a dead item comes back as a row with no claim, so it reads as lost */
+     * unless it is in onceq_dead (dead-lettered meanwhile) or has a
+     * 'cancelled' row in onceq_results (`onceq cancel` writes one for every
+     * item it deletes, and no onceq_dead row): either comes back as a row
+     * with no claim, so it reads as lost. An ack's own result row says
+     * 'done', never 'cancelled'. */
     [OQ__SQL_ITEM_CLAIM_OF] =
         "SELECT claim::text FROM onceq_items WHERE id = $1::uuid"
-        " UNION ALL SELECT NULL FROM onceq_dead WHERE id = $1::uuid",
+        " UNION ALL SELECT NULL FROM onceq_dead WHERE id = $1::uuid"
+        " UNION ALL SELECT NULL FROM onceq_results WHERE item_id = $1::uuid"
+        " AND outcome = 'cancelled'",
     [OQ__SQL_ITEMS_CLAIMED_BY_US] =
         "SELECT id::text, claim = $2::uuid FROM onceq_items"
         " WHERE id = ANY($1::uuid[])"
         " UNION ALL SELECT id::text, false FROM onceq_dead"
-        " WHERE id = ANY($1::uuid[])",
+        " WHERE id = ANY($1::uuid[])"
+        " UNION ALL SELECT item_id::text, false FROM onceq_results"
+        " WHERE item_id = ANY($1::uuid[]) AND outcome = 'cancelled'",
     [OQ__SQL_FAIL_RETRY] =
         "UPDATE onceq_items SET claim = NULL, claimed_at = NULL,"
         " run_at = now() + $3::int8 * interval '1 millisecond',"

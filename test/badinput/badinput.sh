@@ -272,6 +272,20 @@ worker_case "--sql copy ... to stdout" 2 '^onceq-worker: --sql must not be a COP
   --sql 'copy ledger to stdout'
 worker_case "--sql COPY ... FROM STDIN" 2 '^onceq-worker: --sql must not be a COPY' \
   --sql ' /* load */ COPY ledger FROM STDIN'
+worker_case "--sql COMMIT after a nested comment" 2 \
+  '^onceq-worker: --sql must not control the transaction \(COMMIT\)' \
+  --sql '/* /* */ */ COMMIT'
+worker_case "--sql PREPARE TRANSACTION" 2 \
+  '^onceq-worker: --sql must not control the transaction \(PREPARE TRANSACTION\)' \
+  --sql "PREPARE TRANSACTION 'x'"
+worker_case "--sql SET search_path" 2 \
+  '^onceq-worker: --sql must not change a session setting \(SET\).*use SET LOCAL' \
+  --sql 'set search_path = public, evil'
+worker_case "--sql SET statement_timeout" 2 'must not change a session setting \(SET\)' \
+  --sql 'SET statement_timeout = 1'
+worker_case "--sql LISTEN" 2 '^onceq-worker: --sql must not LISTEN' --sql 'listen ch'
+worker_case "--sql DEALLOCATE ALL" 2 '^onceq-worker: --sql must not DEALLOCATE' \
+  --sql 'deallocate all'
 worker_case "--sql names a missing table" 2 'relation "nosuch" does not exist \(SQLSTATE 42P01\)' \
   --sql 'insert into nosuch values ($1)'
 worker_case "--sql \$1 used as the wrong type" 2 'rejected by the server: .*(operator|integer|jsonb)' \

@@ -3,6 +3,10 @@
 oq_add_test(it_lib_ambiguous_commit LABEL integration TIMEOUT 120
             SOURCES ambiguous_commit.c)
 target_link_libraries(it_lib_ambiguous_commit PRIVATE oq_cutproxy_lib)
+# case cancelled-cli runs the real `onceq cancel`
+target_compile_definitions(it_lib_ambiguous_commit PRIVATE
+  OQ_CLI_BIN="$<TARGET_FILE:onceq>")
+add_dependencies(it_lib_ambiguous_commit onceq)
 
 # The fault proxy itself (raw libpq), including the standalone binary.
 oq_add_test(it_lib_cutproxy LABEL integration TIMEOUT 120

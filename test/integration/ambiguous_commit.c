@@ -18,12 +18,20 @@
  *  - acked-elsewhere: not landed, reaped, and another session claims and
  *                 acks the item before we notice: item gone, so OQ_OK, and
  *                 only the other session's ledger row exists.
- *  - cancelled:   not landed, and the item is moved to onceq_dead (what
- *                 `onceq cancel` does) before we notice: gone, but dead, so
- *                 the claim was lost, not acknowledged.
- *  - batch-landed / batch-not-landed: the same cuts around the COMMIT of a
- *                 pipelined batch ack (oq_ack_many_sql, 5 items): every item
- *                 acked, one ledger row each.
+ *  - cancelled:   not landed, and the item is moved to onceq_dead (as a
+ *                 dead-letter does; `onceq cancel` does not, see
+ *                 cancelled-cli) before we notice: gone, but dead, so the
+ *                 claim was lost, not acknowledged.
+ *  - cancelled-cli: not landed, and `onceq cancel ID` (the real command,
+ *                 which writes no dead letter) deletes the item before we
+ *                 notice: gone, yet the claim was lost, not acknowledged.
+ *  - error-commit: landed, and the client gets an error 40003 (statement
+ *                 completion unknown) for its COMMIT before the connection
+ *                 drops: reconciled like landed, not a plain lost connection.
+ *  - batch-landed / batch-not-landed / batch-error-commit: the same faults
+ *                 around the COMMIT of a pipelined batch ack
+ *                 (oq_ack_many_sql, 5 items): every item acked, one ledger
+ *                 row each.
  *  - batch-gave-up: the same for a pipelined batch of 3: the second call
  *                 remembers the first's unknown outcome, so every item is
  *                 OQ_ACK_DONE (not LOST) and the ledger has one row each.
@@ -59,7 +67,8 @@ typedef enum case_kind {
   CASE_LANDING,
   CASE_REAPED,
   CASE_ACKED_ELSEWHERE,
-  CASE_CANCELLED
+  CASE_CANCELLED,
+  CASE_CANCELLED_CLI
 } case_kind;
 
 typedef struct case_def {
@@ -75,6 +84,8 @@ static const case_def cases[] = {
     {"reaped", CASE_REAPED, CUTPROXY_CUT_BEFORE_COMMIT},
     {"acked-elsewhere", CASE_ACKED_ELSEWHERE, CUTPROXY_CUT_BEFORE_COMMIT},
     {"cancelled", CASE_CANCELLED, CUTPROXY_CUT_BEFORE_COMMIT},
+    {"error-commit", CASE_LANDED, CUTPROXY_ERROR_AFTER_COMMIT},
+    {"cancelled-cli", CASE_CANCELLED_CLI, CUTPROXY_CUT_BEFORE_COMMIT},
 };
 
 /* What the ack handler saw; used on the oq_ack thread only. */
@@ -89,6 +100,7 @@ typedef struct gap_ctx {
   case_kind kind;
   const char *dsn;     /* direct conninfo */
   char session_id[64]; /* our session, to reap */
+  char item[64];       /* the item, to cancel */
   int ran;             /* the hook ran */
   long reaped;         /* session rows deleted */
   oq_err other_ack;    /* session B's oq_ack result */
@@ -274,6 +286,18 @@ static void in_the_gap(void *ud, cutproxy_mode mode)
     oq_db_close(db);
     return;
   }
+  if (g->kind == CASE_CANCELLED_CLI) {
+    /* waits for the abandoned transaction's row lock (FOR UPDATE) */
+    char cmd[2048];
+    if (strchr(g->dsn, '\''))
+      OQT_FAIL("cancelled-cli: the DSN must not contain a quote: %s", g->dsn);
+    snprintf(cmd, sizeof cmd, "'%s' --db '%s' cancel %s >/dev/null", OQ_CLI_BIN,
+             g->dsn, g->item);
+    int rc = system(cmd);
+    if (rc != 0)
+      OQT_FAIL("onceq cancel %s: exit status %d", g->item, rc);
+    return;
+  }
   if (g->kind != CASE_REAPED && g->kind != CASE_ACKED_ELSEWHERE)
     return;
   oq_db *db = oqt_connect(g->dsn);
@@ -355,6 +379,7 @@ static void run_case(const case_def *cd)
 
   gap_ctx gap = {.kind = cd->kind, .dsn = dsn, .other_ack = OQ_OK};
   snprintf(gap.session_id, sizeof gap.session_id, "%s", oq_session_id(s));
+  snprintf(gap.item, sizeof gap.item, "%s", items[0].id);
   cutproxy_on_cut(px, in_the_gap, &gap);
   cutproxy_arm(px, cd->mode);
 
@@ -476,6 +501,13 @@ static void run_case(const case_def *cd)
     break;
   case CASE_CANCELLED:
     /* Gone, but dead-lettered: not acknowledged, nothing written. */
+    ASSERT_EQ(ledger_all, 0);
+    ASSERT_EQ(items_left, 0);
+    ASSERT_ERR(OQ_ERR_CLAIM_LOST, e);
+    ASSERT_EQ(lc.calls, 1 + restarts);
+    break;
+  case CASE_CANCELLED_CLI:
+    /* Gone, with no dead letter: cancelled, not acknowledged by us. */
     ASSERT_EQ(ledger_all, 0);
     ASSERT_EQ(items_left, 0);
     ASSERT_ERR(OQ_ERR_CLAIM_LOST, e);
@@ -783,6 +815,10 @@ int main(int argc, char **argv)
   }
   if (!only || strcmp(only, "batch-not-landed") == 0) {
     run_batch_case("batch-not-landed", CUTPROXY_CUT_BEFORE_COMMIT);
+    ran++;
+  }
+  if (!only || strcmp(only, "batch-error-commit") == 0) {
+    run_batch_case("batch-error-commit", CUTPROXY_ERROR_AFTER_COMMIT);
     ran++;
   }
   if (!only || strcmp(only, "batch-subset") == 0) {

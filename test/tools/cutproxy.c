@@ -342,7 +342,9 @@ static void begin_await(cp_conn *c)
   c->phase = PH_AWAIT_REPLY;
   c->await_start_ms = cp_now_ms();
   c->last_tag[0] = '\0';
-  c->c_out.len = 0;
+  /* ERROR_AFTER_COMMIT relays the answers before the COMMIT's own */
+  if (c->fired_mode != CUTPROXY_ERROR_AFTER_COMMIT)
+    c->c_out.len = 0;
   c->c_in.len = 0;
   if (c->fired_mode == CUTPROXY_CUT_DURING_COMMIT)
     close_fd(&c->cfd);
@@ -502,6 +504,28 @@ static int client_input(cp_conn *c)
   return 0;
 }
 
+/* ERROR_AFTER_COMMIT, while the answer is awaited: relay the message
+ * (msg is in s_in), except a COMMIT's CommandComplete, which becomes an
+ * ErrorResponse 40003. */
+static int relay_or_ambiguous(cp_conn *c, char type, const char *body,
+                              size_t blen, size_t n)
+{
+  size_t off = 0;
+  const char *tag = type == 'C' ? get_cstr(body, blen, &off) : NULL;
+  if (!tag || strcmp(tag, "COMMIT") != 0)
+    return buf_append(&c->c_out, c->s_in.d, n);
+  static const char fields[] =
+      "SERROR\0VERROR\0C40003\0"
+      "Mresult is ambiguous (injected by cutproxy: the COMMIT landed)\0";
+  /* the fields, then the terminating zero byte */
+  uint32_t len = (uint32_t)(4 + sizeof fields);
+  char hdr[5] = {'E', (char)(len >> 24), (char)(len >> 16), (char)(len >> 8),
+                 (char)len};
+  if (buf_append(&c->c_out, hdr, sizeof hdr) != 0)
+    return -1;
+  return buf_append(&c->c_out, fields, sizeof fields);
+}
+
 /* Consume every complete message in s_in: relay it, or, while a COMMIT is
  * withheld, record the answer and finish once pending is 0. */
 static int server_input(cp_conn *c)
@@ -535,6 +559,9 @@ static int server_input(cp_conn *c)
         }
         snprintf(c->last_tag, sizeof c->last_tag, "ERROR %s", code);
       }
+      if (c->fired_mode == CUTPROXY_ERROR_AFTER_COMMIT && type != 'Z' &&
+          relay_or_ambiguous(c, type, body, blen, n) != 0)
+        return -1;
     } else if (buf_append(&c->c_out, c->s_in.d, n) != 0) {
       return -1;
     }
@@ -770,6 +797,9 @@ static void *relay_main(void *arg)
    * out (it was forwarded), the COMMIT itself never does. */
   if (c->fired_mode == CUTPROXY_CUT_BEFORE_COMMIT)
     flush_for(c->sfd, &c->s_out, 1000);
+  /* the answers before the COMMIT's, and its 40003 in place of its own */
+  if (c->fired_mode == CUTPROXY_ERROR_AFTER_COMMIT)
+    flush_for(c->cfd, &c->c_out, 1000);
 out:
   close_fd(&c->sfd);
   if (c->fired_mode != CUTPROXY_NONE) {
@@ -1069,6 +1099,8 @@ const char *cutproxy_mode_name(cutproxy_mode mode)
     return "cut-during-commit";
   case CUTPROXY_CUT_AFTER_MATCH:
     return "cut-after-match";
+  case CUTPROXY_ERROR_AFTER_COMMIT:
+    return "error-after-commit";
   }
   return "?";
 }

@@ -73,7 +73,14 @@ typedef enum cutproxy_mode {
    * both sockets. For an autocommit statement: it committed and the client
    * never learns what it returned. cutproxy_commit_result gives its tag
    * ("UPDATE 3"). */
-  CUTPROXY_CUT_AFTER_MATCH = 4
+  CUTPROXY_CUT_AFTER_MATCH = 4,
+  /* Like CUT_AFTER_COMMIT, but what the server answers is relayed, except
+   * that a COMMIT's CommandComplete becomes an ErrorResponse with SQLSTATE
+   * 40003 (statement completion unknown, what CockroachDB sends for an
+   * ambiguous result) and the ReadyForQuery after it is dropped; then both
+   * sockets close. The commit has landed; the client sees an error on its
+   * COMMIT and then its connection drop. */
+  CUTPROXY_ERROR_AFTER_COMMIT = 5
 } cutproxy_mode;
 
 /*

@@ -29,3 +29,9 @@ oq_add_script_test(NAME it_worker_blackhole SCRIPT it_blackhole.sh TIMEOUT 240
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_lost_claim_reply SCRIPT it_lost_claim_reply.sh
                    TIMEOUT 120 RUN_SERIAL ${_n})
+# Out of memory in the middle of a claim (the LD_PRELOAD shim
+# oq_fail_strdup, test/tools/fail_strdup.c): the worker sweeps at once.
+oq_add_script_test(NAME it_worker_claim_oom SCRIPT it_claim_oom.sh TIMEOUT 60
+                   ENVIRONMENT "OQ_FAIL_STRDUP=$<TARGET_FILE:oq_fail_strdup>"
+                   "OQ_SANITIZER=${ONCEQ_SANITIZER}"
+                   NEEDS onceq-worker onceq oq_fail_strdup LABELS integration)

@@ -70,6 +70,51 @@ int main(void)
             0);
   ASSERT_EQ(wk_preflight_sql_text("-- c\nupdate t set a = 1", err, sizeof err),
             0);
+  /* block comments nest (PostgreSQL and CockroachDB): the statement is
+   * after the outer comment's end */
+  sql_bad("/* /* */ */ COMMIT", "must not control the transaction (COMMIT)");
+  sql_bad("/* a /* b /* c */ */ */ rollback", "(rollback)");
+  sql_bad("/*/**/*/begin", "(begin)");
+  ASSERT_EQ(
+      wk_preflight_sql_text("/* /* commit */ */ select 1", err, sizeof err), 0);
+  sql_bad("/* /* */ commit: the outer comment is never closed",
+          "--sql is empty");
+  /* statements whose effect outlives the ack transaction on the
+   * executor's connection */
+  sql_bad("PREPARE TRANSACTION 'x'",
+          "must not control the transaction (PREPARE TRANSACTION)");
+  sql_bad("prepare /* c */ transaction 'x'", "(PREPARE TRANSACTION)");
+  sql_bad("prepare p as select 1", "must not PREPARE");
+  sql_bad("set search_path = evil", "must not change a session setting (SET)");
+  sql_bad("SET statement_timeout TO 1", "use SET LOCAL");
+  sql_bad("set session search_path = x", "(SET)");
+  sql_bad("set role other", "(SET)");
+  sql_bad("set session authorization other", "(SET)");
+  sql_bad("reset all", "must not change a session setting (RESET)");
+  sql_bad("RESET search_path", "(RESET)");
+  sql_bad("listen ch", "must not LISTEN");
+  sql_bad("UNLISTEN *", "must not UNLISTEN");
+  sql_bad("deallocate all", "must not DEALLOCATE");
+  sql_bad("DEALLOCATE PREPARE p", "must not DEALLOCATE");
+  sql_bad("discard all", "must not DISCARD");
+  sql_bad("load 'auto_explain'", "must not LOAD");
+  /* transaction-scoped forms are fine */
+  ASSERT_EQ(wk_preflight_sql_text("set local search_path = x", err, sizeof err),
+            0);
+  ASSERT_EQ(wk_preflight_sql_text("SET /* c */ LOCAL statement_timeout = 5",
+                                  err, sizeof err),
+            0);
+  ASSERT_EQ(wk_preflight_sql_text("set transaction isolation level "
+                                  "serializable",
+                                  err, sizeof err),
+            0);
+  ASSERT_EQ(
+      wk_preflight_sql_text("set constraints all deferred", err, sizeof err),
+      0);
+  ASSERT_EQ(wk_preflight_sql_text("select settings from t", err, sizeof err),
+            0);
+  ASSERT_EQ(wk_preflight_sql_text("notify ch", err, sizeof err), 0);
+  ASSERT_EQ(wk_preflight_sql_text("execute p", err, sizeof err), 0);
 
   /* --exec */
   char dir[] = "/tmp/oq_preflight_XXXXXX";

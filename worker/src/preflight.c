@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,11 @@
   "parameters are $1 payload (jsonb), $2 id (uuid), $3 queue (text), "         \
   "$4 attempt (int)"
 
-/* Skip blanks, -- comments, block comments and stray semicolons. */
+/* Skip blanks, -- comments, block comments and stray semicolons. Block
+ * comments nest, as the server reads them (PostgreSQL docs, "Lexical
+ * Structure: Comments"; CockroachDB's scanner alike): a comment that
+ * opens a second one inside ends at the second close, not the first. An
+ * unclosed comment runs to the end of the text. */
 static const char *skip_noise(const char *s)
 {
   for (;;) {
@@ -31,12 +36,109 @@ static const char *skip_noise(const char *s)
     if (s[0] == '-' && s[1] == '-') {
       s += strcspn(s, "\n");
     } else if (s[0] == '/' && s[1] == '*') {
-      const char *end = strstr(s + 2, "*/");
-      s = end ? end + 2 : s + strlen(s);
+      int depth = 1;
+      for (s += 2; *s && depth > 0;) {
+        if (s[0] == '/' && s[1] == '*') {
+          depth++;
+          s += 2;
+        } else if (s[0] == '*' && s[1] == '/') {
+          depth--;
+          s += 2;
+        } else {
+          s++;
+        }
+      }
     } else {
       return s;
     }
   }
+}
+
+/* The length of the keyword at s (letters only). */
+static size_t word_len(const char *s)
+{
+  size_t n = 0;
+  while (isalpha((unsigned char)s[n]))
+    n++;
+  return n;
+}
+
+static bool word_is(const char *s, size_t n, const char *w)
+{
+  return strlen(w) == n && strncasecmp(s, w, n) == 0;
+}
+
+/*
+ * Statements whose effect outlives the ack transaction on the executor's
+ * connection, and so reaches the next items' handlers and onceq's own
+ * statements (which rely on the defaults and on their prepared
+ * statements). s is the first keyword (n letters), next the second. 0, or
+ * 2 with err.
+ */
+static int check_session_state(const char *s, size_t n, const char *next,
+                               char *err, size_t errlen)
+{
+  size_t nn = word_len(next);
+  if (word_is(s, n, "set")) {
+    /* SET LOCAL, SET TRANSACTION and SET CONSTRAINTS end with the
+     * transaction; every other SET (SESSION, ROLE, a plain setting) stays */
+    if (word_is(next, nn, "local") || word_is(next, nn, "transaction") ||
+        word_is(next, nn, "constraints"))
+      return 0;
+    snprintf(err, errlen,
+             "--sql must not change a session setting (SET): it would stay "
+             "on the executor's connection after the ack transaction and "
+             "apply to every later item and to onceq's own statements; use "
+             "SET LOCAL, which ends with the transaction, or set it for the "
+             "worker's role (ALTER ROLE ... SET)");
+    return 2;
+  }
+  if (word_is(s, n, "reset")) {
+    snprintf(err, errlen,
+             "--sql must not change a session setting (RESET): it would stay "
+             "on the executor's connection after the ack transaction; use "
+             "SET LOCAL name TO DEFAULT, which ends with the transaction");
+    return 2;
+  }
+  if (word_is(s, n, "listen") || word_is(s, n, "unlisten")) {
+    snprintf(err, errlen,
+             "--sql must not %s: the subscription stays on the executor's "
+             "connection, which never reads notifications; to send one, "
+             "use NOTIFY or pg_notify()",
+             word_is(s, n, "listen") ? "LISTEN" : "UNLISTEN");
+    return 2;
+  }
+  if (word_is(s, n, "prepare")) {
+    if (word_is(next, nn, "transaction")) {
+      snprintf(err, errlen,
+               "--sql must not control the transaction (PREPARE "
+               "TRANSACTION): the statement runs inside onceq's ack "
+               "transaction, which commits it; remove the PREPARE "
+               "TRANSACTION");
+      return 2;
+    }
+    snprintf(err, errlen,
+             "--sql must not PREPARE: the prepared statement would stay on "
+             "the executor's connection after the ack transaction; give the "
+             "statement itself (onceq prepares it)");
+    return 2;
+  }
+  if (word_is(s, n, "deallocate") || word_is(s, n, "discard")) {
+    snprintf(err, errlen,
+             "--sql must not %s: it would drop onceq's own prepared "
+             "statements and session state on the executor's connection; "
+             "remove it",
+             word_is(s, n, "discard") ? "DISCARD" : "DEALLOCATE");
+    return 2;
+  }
+  if (word_is(s, n, "load")) {
+    snprintf(err, errlen,
+             "--sql must not LOAD a library: it stays loaded in the "
+             "executor's session; load it on the server instead "
+             "(session_preload_libraries)");
+    return 2;
+  }
+  return 0;
 }
 
 int wk_preflight_sql_text(const char *sql, char *err, size_t errlen)
@@ -51,9 +153,7 @@ int wk_preflight_sql_text(const char *sql, char *err, size_t errlen)
              "'insert into t (body) values ($1)'");
     return 2;
   }
-  size_t n = 0;
-  while (isalpha((unsigned char)s[n]))
-    n++;
+  size_t n = word_len(s);
   /* COPY streams rows over the connection after its reply; inside the
    * ack transaction nothing would ever read or end that stream (the
    * connection stays in COPY state and the item stays claimed) */
@@ -74,7 +174,7 @@ int wk_preflight_sql_text(const char *sql, char *err, size_t errlen)
       return 2;
     }
   }
-  return 0;
+  return check_session_state(s, n, skip_noise(s + n), err, errlen);
 }
 
 /* Prepare the statement on db (the start-up check's connection); 0, or 2

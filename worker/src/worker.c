@@ -9,7 +9,9 @@
  *   state      what it does                    leaves for
  *   RUNNING    sweeps when one is due, claims  DB_DOWN   a claim/sweep failed
  *              into free slots, waits for          on the connection (an
- *              NOTIFY / poll / a free slot          ambiguous claim: sweep)
+ *              NOTIFY / poll / a free slot          ambiguous claim: sweep;
+ *                                                  a claim out of memory
+ *                                                  sweeps and stays)
  *                                              FENCED    session fenced
  *                                              REJOINING session lost
  *                                              DONE      --drain, nothing left
@@ -425,6 +427,16 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
   }
   if (e == OQ_ERR_SESSION_LOST || e == OQ_ERR_FENCED)
     return by_session(w, RUNNING); /* the library marked the session */
+  if (e == OQ_ERR_NOMEM) {
+    /* the claim committed and its rows were not all copied: they are
+     * ours and held by no job, so sweep at once (docs/design.md §4a)
+     * rather than leave them until the periodic sweep */
+    OQ_LOG(OQ_LOG_ERROR, sid_of(w), NULL, "claim failed: %s",
+           oq_db_errmsg(l->db));
+    l->sweep_why = "claim ran out of memory";
+    wk_wait_slot(w, 100);
+    return RUNNING;
+  }
   if (e != OQ_OK) {
     /* the tables are gone (undefined_table) or too old: a --drain run
      * cannot finish, so it says so once and exits 2 instead of warning

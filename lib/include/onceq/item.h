@@ -40,7 +40,11 @@ typedef struct oq_item {
 /*
  * Claim up to max items of the given queues (nqueues > 0). On OQ_OK,
  * *items (free with oq_items_free) holds *n items, possibly 0. A session
- * whose row is gone gives OQ_ERR_SESSION_LOST.
+ * whose row is gone gives OQ_ERR_SESSION_LOST. OQ_ERR_NOMEM (out of memory
+ * while copying the rows) returns no item, yet the statement may have
+ * claimed rows for s: release them now (oq_session_claims_read, then
+ * oq_release of those not held, ack.h), or they wait for the session's
+ * reap.
  * Blocks: one statement (on CockroachDB one per queue, in turn), rerun on
  * restarts; bounded by the deadline and the retry policy. Never waits for
  * items: with none ready it returns 0 of them.

@@ -125,6 +125,7 @@ OQ_MUST_CHECK oq_err oq_parts_rebalance(oq_db *db, const oq_session *s,
  * (items ready for longer than orphan_after_ms). Runs a round first when p
  * has none for s yet. *items (free with oq_items_free) holds *n items,
  * possibly 0 (a session whose block is empty claims only orphans).
+ * OQ_ERR_NOMEM as for oq_claim: claimed rows may be left to release.
  * Blocks: one statement per run of claimable parts, then up to 8 for orphans
  * (and a round first when p has none), each rerun on restarts; bounded by the
  * deadline and the retry policy. Never waits for items.
