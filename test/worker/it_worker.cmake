@@ -29,3 +29,7 @@ oq_add_script_test(NAME it_worker_blackhole SCRIPT it_blackhole.sh TIMEOUT 240
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_lost_claim_reply SCRIPT it_lost_claim_reply.sh
                    TIMEOUT 120 RUN_SERIAL ${_n})
+# A --sql statement that deletes or unclaims its own onceq_items row: a
+# failed attempt that dead-letters (issue 20, finding 3).
+oq_add_script_test(NAME it_worker_sql_own_row SCRIPT it_sql_own_row.sh
+                   TIMEOUT 120 ${_n})
