@@ -5,7 +5,8 @@
 --  - no column privileges, so onceq_producer gets UPDATE on all of
 --    onceq_items (PostgreSQL: only keep_result, for `onceq wait`). A
 --    producer that never runs `onceq wait` does not need it: drop that
---    line.
+--    line. Likewise onceq_worker reads all of onceq_dead (PostgreSQL: only
+--    its id column, which reconciling an ack looks up).
 -- Run it as the owner of the onceq tables:
 --   cockroach sql --url "$OWNER_URL" --file deploy/grants/cockroachdb.sql
 -- If CockroachDB checks the deleting role's rights on the tables a
@@ -28,7 +29,10 @@ GRANT UPDATE ON onceq_items TO onceq_producer;
 -- worker
 GRANT SELECT, INSERT, UPDATE, DELETE ON onceq_sessions TO onceq_worker;
 GRANT SELECT, UPDATE, DELETE ON onceq_items TO onceq_worker;
-GRANT INSERT ON onceq_dead TO onceq_worker;
+-- onceq_dead: insert (dead-lettering), and read (reconciling an ack whose
+-- outcome is unknown looks the item up there; PostgreSQL grants only the
+-- id column)
+GRANT SELECT, INSERT ON onceq_dead TO onceq_worker;
 GRANT SELECT, INSERT, UPDATE ON onceq_done TO onceq_worker;
 GRANT SELECT, INSERT, UPDATE ON onceq_results TO onceq_worker;
 GRANT SELECT, INSERT, DELETE ON onceq_session_parts TO onceq_worker;

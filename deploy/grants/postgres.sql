@@ -13,7 +13,8 @@
 --   onceq_worker       `onceq-worker`: its session (register, heartbeat,
 --                      delete), claim, ack, fail, release, dead-letter,
 --                      history (--history), kept results, reaping expired
---                      sessions, partition ownership. Grant the tables a
+--                      sessions, partition ownership, reading the ids in
+--                      onceq_dead (reconciling an ack). Grant the tables a
 --                      --sql handler writes separately.
 --   onceq_coordinator  `onceq coordinator` and the operator commands
 --                      (cancel, retry, reap, schedule, parts set): all rows
@@ -47,7 +48,11 @@ GRANT UPDATE (keep_result) ON onceq_items TO onceq_producer;
 -- worker
 GRANT SELECT, INSERT, UPDATE, DELETE ON onceq_sessions TO onceq_worker;
 GRANT SELECT, UPDATE, DELETE ON onceq_items TO onceq_worker;
-GRANT INSERT ON onceq_dead TO onceq_worker;
+-- onceq_dead: insert (dead-lettering), and read only the ids: an ack whose
+-- outcome is unknown (ambiguous commit, a lost claim) is reconciled by
+-- looking the item up there (gone and dead: lost, not acknowledged). Dead
+-- payloads and errors stay unreadable.
+GRANT SELECT (id), INSERT ON onceq_dead TO onceq_worker;
 GRANT SELECT, INSERT, UPDATE ON onceq_done TO onceq_worker;
 GRANT SELECT, INSERT, UPDATE ON onceq_results TO onceq_worker;
 GRANT SELECT, INSERT, DELETE ON onceq_session_parts TO onceq_worker;

@@ -5,7 +5,10 @@
  * the ack transaction. An ambiguous commit is reconciled from the database
  * (docs/design.md §3): item gone, neither dead nor cancelled ->
  * acknowledged; still ours -> run the transaction again; otherwise (dead
- * or cancelled included) -> claim lost.
+ * or cancelled included) -> claim lost. A check that finds no row while
+ * the item is still ours (read back after the rollback) means the
+ * handler's own writes deleted or unclaimed it: a failed attempt
+ * (OQ_ERR_CALLBACK), not a lost claim.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,18 @@ static oq_err claim_lost(oq_db *db, const char *item, const char *session)
                      "cancelled or acknowledged elsewhere); its effects "
                      "were rolled back",
                      item, session);
+}
+
+oq_err oq__touched_own_row(oq_db *db, const char *item)
+{
+  return oq__db_fail(
+      db, OQ_ERR_CALLBACK, NULL,
+      "item %s: the handler touched its own onceq_items row (deleted it or "
+      "changed its claim), so the claim-checked ack found no row to delete; "
+      "its effects were rolled back and the attempt failed. A handler must "
+      "not write the queue's own rows: keep its state in a table of its "
+      "own, and fail the attempt to run the item again",
+      item);
 }
 
 /* The ack transaction's body: the handler's writes, then the claim check. */
@@ -73,6 +88,30 @@ static oq_err read_claim(void *ud, int ncols, const char *const *vals)
   snprintf(c->claim, sizeof c->claim, "%s",
            ncols > 0 && vals[0] ? vals[0] : "");
   return OQ_OK;
+}
+
+/*
+ * The claim check found no row. After the rollback, a fresh statement sees
+ * the row as it was before the transaction: still claimed by us means
+ * nobody else took it, so the transaction's own writes (the handler's)
+ * deleted or unclaimed it. That is the handler's failure (an attempt that
+ * counts), not a lost claim: dropping the job would let the sweep release
+ * it with its attempt uncounted, and the item would run forever (issue 20).
+ * *ours is false when the read fails (the caller keeps its verdict).
+ */
+static void still_ours(oq_db *db, const char *item, const char *sid, bool *ours)
+{
+  claim_of co = {0};
+  const char *params[1] = {item};
+  *ours = false;
+  if (oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_ITEM_CLAIM_OF), 1,
+                  params, read_claim, &co) == OQ_OK)
+    *ours = co.found && strcmp(co.claim, sid) == 0;
+  else
+    OQ_LOG(OQ_LOG_WARN, sid, item,
+           "claim check found no row; cannot read the item's claim back "
+           "(%s)",
+           oq_db_errmsg(db));
 }
 
 /* The claim's identity parameter: its claimed_at in microseconds, or NULL
@@ -143,10 +182,20 @@ oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item, oq_ack_fn fn,
       ambiguous = true;
       goto again;
     }
-    /* After an ambiguous round the earlier commit may have landed while we
-     * re-ran: a 0-row DELETE then means "acknowledged", so reconcile. */
-    if (e == OQ_ERR_CLAIM_LOST && ambiguous)
-      goto again;
+    if (e == OQ_ERR_CLAIM_LOST) {
+      char lost[OQ_ERRBUF_SIZE];
+      snprintf(lost, sizeof lost, "%s", oq_db_errmsg(db));
+      bool ours = false;
+      still_ours(db, item->id, sid, &ours);
+      if (ours)
+        return oq__touched_own_row(db, item->id);
+      /* After an ambiguous round the earlier commit may have landed while
+       * we re-ran: a 0-row DELETE then means "acknowledged", so
+       * reconcile. */
+      if (ambiguous)
+        goto again;
+      return oq__db_fail(db, OQ_ERR_CLAIM_LOST, NULL, "%s", lost);
+    }
     if (e != OQ_ERR_CONN)
       return e;
     /* Lost before COMMIT was sent: nothing committed; run it again. */

@@ -10,7 +10,10 @@
  * failed, the verdicts say what to leave out of the next one:
  *  - an item's effects failed (not a restart, not a lost connection): that
  *    item is OQ_ACK_FAILED, the others run again;
- *  - the check failed (22012): the ids no longer ours are OQ_ACK_LOST;
+ *  - the check failed (22012): the ids no longer ours are OQ_ACK_LOST; if
+ *    every claim is still ours, an item's own effects deleted or unclaimed
+ *    its row: the rest run one item per round, where that item is
+ *    OQ_ACK_FAILED (a failed attempt, not a loss) and the others commit;
  *  - a restart (40001/40P01) or a connection lost before COMMIT: run the
  *    same round again after a backoff;
  *  - the COMMIT's outcome is unknown: reconcile per item (gone: done, it
@@ -336,6 +339,9 @@ static oq_err run_many(many *b, round_fn round)
    * been acknowledged by that round (it may even commit while we rerun,
    * and the rerun's check then finds the row gone): gone means done */
   bool was_ambiguous = false;
+  /* one item per round from now on: a round's check came up short with
+   * every claim still ours (an item's statement changed onceq_items) */
+  bool solo = false;
   oq_err e = OQ_OK;
   for (size_t i = 0; i < b->n; i++)
     b->res[i] = (oq_ack_result){.verdict = OQ_ACK_PENDING};
@@ -355,7 +361,7 @@ static oq_err run_many(many *b, round_fn round)
       ambiguous = was_ambiguous = true;
   for (int attempt = 1;; attempt++) {
     b->m = 0;
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->n && !(solo && b->m == 1); i++)
       if (b->res[i].verdict == OQ_ACK_PENDING)
         b->active[b->m++] = i;
     if (b->m == 0) {
@@ -382,6 +388,8 @@ static oq_err run_many(many *b, round_fn round)
     if (e == OQ_OK) {
       for (size_t k = 0; k < b->m; k++)
         b->res[b->active[k]].verdict = OQ_ACK_DONE;
+      if (solo)
+        continue; /* the next item's round */
       break;
     }
     if (e == OQ_ERR_AMBIGUOUS) {
@@ -416,16 +424,27 @@ static oq_err run_many(many *b, round_fn round)
       size_t still = 0;
       for (size_t k = 0; k < b->m; k++)
         still += b->res[b->active[k]].verdict == OQ_ACK_PENDING;
+      if (still == before && b->m == 1) {
+        /* alone in its round: its own statement deleted or unclaimed its
+         * row. A failed attempt (oq_fail counts it), not a loss: the item
+         * would run forever (issue 20) */
+        oq_ack_result *r = &b->res[b->active[0]];
+        oq__touched_own_row(db, b->items[b->active[0]].id);
+        r->verdict = OQ_ACK_FAILED;
+        snprintf(r->error, sizeof r->error, "%s", oq_db_errmsg(db));
+        continue;
+      }
       if (still == before) {
         /* every claim is still ours, yet the check did not delete them
-         * all: an item's own statement changed onceq_items (deleted or
-         * unclaimed a row of this batch). The same round would fail the
-         * same way: report it (the worker then acks these items one per
-         * transaction, where that item alone fails). */
-        e = oq__db_fail(db, OQ_ERR_SQL, "22012",
-                        "batch claim check failed with every claim still "
-                        "ours: an item's statement changed onceq_items");
-        break;
+         * all: an item's statement changed onceq_items (deleted or
+         * unclaimed a row of this batch), and the check cannot say whose.
+         * The same round would fail the same way: run the rest one item
+         * per round, where that item alone fails and the others commit */
+        solo = true;
+        OQ_LOG(OQ_LOG_WARN, sid, NULL,
+               "batch ack: an item's statement changed onceq_items; "
+               "acknowledging the %zu pending item(s) one per transaction",
+               b->m);
       }
       continue;
     }

@@ -200,6 +200,14 @@ oq_engine oq__dialect_detect(const char *crdb_version);
 /* Build a text[] literal {"a","b"} for queues; malloc'd, NULL on OOM. */
 char *oq__text_array(const char *const *elems, size_t n);
 
+/* ---- ack.c: a handler that wrote its own row ------------------------- */
+
+/* The claim check found no row while the item is still claimed by the
+ * session (read after the rollback): the handler's own writes deleted or
+ * unclaimed its onceq_items row. Sets db's error (OQ_ERR_CALLBACK: a failed
+ * attempt, for oq_fail) with a message that says so and how to fix it. */
+oq_err oq__touched_own_row(oq_db *db, const char *item);
+
 /* ---- ack.c: results (schema v3) -------------------------------------- */
 
 /* A copy of result cut past what the ack statements keep (they bound it to

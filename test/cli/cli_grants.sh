@@ -7,9 +7,11 @@
 #   worker       onceq-worker --sql --history --partitioned --drain: every
 #                item acknowledged (one ledger row each, written as the
 #                worker role), a bad one dead-lettered, an expired session
-#                reaped and its claim released; and it cannot DROP,
-#                ALTER or TRUNCATE onceq's tables, create a table, or read
-#                a table it was not granted (nor the schedules and leases)
+#                reaped and its claim released; it reads the ids in
+#                onceq_dead (reconciling an ack) but no other column; and
+#                it cannot DROP, ALTER or TRUNCATE onceq's tables, create a
+#                table, or read a table it was not granted (nor the
+#                schedules and leases)
 #   coordinator  onceq schedule add, onceq coordinator (leads: lease row;
 #                retention deletes onceq_done rows), retry, cancel, reap,
 #                parts set; and it cannot DROP or TRUNCATE either
@@ -179,8 +181,13 @@ refused "worker reading onceq_schedules (not granted)" "$W_URL" \
   "SELECT * FROM onceq_schedules" 'permission denied'
 refused "worker taking the leader lease" "$W_URL" \
   "DELETE FROM onceq_leases" 'permission denied'
-refused "worker reading onceq_dead (insert only)" "$W_URL" \
+refused "worker reading onceq_dead beyond its ids" "$W_URL" \
   "SELECT * FROM onceq_dead" 'permission denied'
+# the ids it may read: reconciling an ack looks the item up there (issue
+# 20: without it an ambiguous commit that landed was reported as failed)
+out=$(as "$W_URL" "SELECT count(id) FROM onceq_dead") ||
+  oq_fail "worker reading onceq_dead's ids: $out"
+oq_check "worker reads onceq_dead's ids" "$out" 1
 refused "worker enqueueing" "$W_URL" \
   "INSERT INTO onceq_items (queue, payload) VALUES ('g', '{}')" \
   'permission denied'

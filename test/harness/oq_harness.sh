@@ -31,6 +31,8 @@
 #   ONCEQ_TEST_PGBIN, ONCEQ_TEST_PGDATA, ONCEQ_TEST_PGLOG,
 #   ONCEQ_TEST_PGOSUSER   psql, and pg_ctl for oq_pg_stop/oq_pg_start
 #   OQ_KEEP               set: keep the scratch folder and the database
+#   ONCEQ_TEST_ROLE       "worker": the workers run as the least-privilege
+#                         worker role (oq_role_setup); unset: as the admin
 #
 # Every wait is bounded in count and time; a failed check prints both
 # sides, the tail of every child log, and exits 1.
@@ -41,6 +43,8 @@ OQ_NAME=""       # the test's short name (oq_setup)
 OQ_TMP=""        # scratch folder
 OQ_DB=""         # the test database's name
 OQ_DSN=""        # its conninfo
+OQ_WORKER_DSN="" # what oq_worker_start connects with: OQ_DSN, or OQ_DSN as
+                 # the least-privilege worker role (ONCEQ_TEST_ROLE=worker)
 OQ_ADMIN_DSN=""  # the admin conninfo (ONCEQ_TEST_DSN)
 OQ_ISOLATION=""  # the pass's isolation
 OQ_PSQL=""       # the psql binary
@@ -320,11 +324,12 @@ oq_start() {
   oq_log "started $name (pid $OQ_LAST_PID)"
 }
 
-# oq_worker_start NAME ARGS...: onceq-worker --db <test db> ARGS.
+# oq_worker_start NAME ARGS...: onceq-worker --db <test db> ARGS (as the
+# worker role under ONCEQ_TEST_ROLE=worker: OQ_WORKER_DSN).
 oq_worker_start() {
   local name=$1
   shift
-  oq_worker_start_on "$name" "$OQ_DSN" "$@"
+  oq_worker_start_on "$name" "$OQ_WORKER_DSN" "$@"
 }
 
 # oq_worker_start_on NAME DSN ARGS...: onceq-worker --db DSN ARGS (a DSN
@@ -584,7 +589,7 @@ oq_proxy_start() {
   oq_wait_until 10 "proxy $name listening" oq_proxy_listening
   OQ_PROXY_PORT=$(sed -n 's/^cutproxy: listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' \
     "$OQ_TMP/$name.log" | head -n1)
-  OQ_PROXY_DSN="$OQ_DSN host=127.0.0.1 hostaddr=127.0.0.1 port=$OQ_PROXY_PORT sslmode=disable gssencmode=disable"
+  OQ_PROXY_DSN="$OQ_WORKER_DSN host=127.0.0.1 hostaddr=127.0.0.1 port=$OQ_PROXY_PORT sslmode=disable gssencmode=disable"
   oq_log "proxy $name (pid $OQ_PROXY_PID) on 127.0.0.1:$OQ_PROXY_PORT -> $host:$port"
 }
 
@@ -731,8 +736,47 @@ oq_setup() {
   trap 'exit 143' TERM
   OQ_DB="oq_${OQ_NAME}_$$"
   OQ_DSN=$(oq_new_db "$OQ_DB" 1) || oq_fail "cannot create database $OQ_DB"
+  OQ_WORKER_DSN=$OQ_DSN
+  [ -z "${ONCEQ_TEST_ROLE:-}" ] || oq_role_setup
   if [ "$url" = --url ]; then
     export ONCEQ_DATABASE_URL=$OQ_DSN
   fi
-  oq_log "database $OQ_DB, isolation $OQ_ISOLATION, scratch $OQ_TMP"
+  oq_log "database $OQ_DB, isolation $OQ_ISOLATION, scratch $OQ_TMP${ONCEQ_TEST_ROLE:+, workers as role onceq_test_worker}"
+}
+
+# oq_role_setup: ONCEQ_TEST_ROLE=worker (the C harness's oqt_worker_dsn does
+# the same): apply deploy/grants/postgres.sql to the test database, make
+# the login role onceq_test_worker (a member of onceq_worker; it also gets
+# every right on the tables the test creates afterwards, its ledgers, as an
+# operator grants a --sql handler's tables) and point OQ_WORKER_DSN at it,
+# so the workers run with exactly the grants the deploy file ships. Roles
+# are cluster-wide and the scripts idempotent: a race with a test doing the
+# same at once is run again.
+oq_role_setup() {
+  [ "$ONCEQ_TEST_ROLE" = worker ] ||
+    oq_fail "ONCEQ_TEST_ROLE=$ONCEQ_TEST_ROLE: the one role this switch knows is 'worker'"
+  local grants i rc
+  # the test server's admin may; a --dsn server's admin need not
+  if [ "$(oq_sql "SELECT count(*) FROM pg_roles WHERE rolname = current_user
+                  AND (rolsuper OR rolcreaterole)")" != 1 ]; then
+    echo "SKIP: ONCEQ_TEST_ROLE needs an admin that may create roles (CREATEROLE)" >&2
+    exit 77
+  fi
+  grants=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/deploy/grants/postgres.sql
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    rc=0
+    oq_psql_retry "$OQ_PSQL" "$OQ_DSN" <"$grants" || rc=$?
+    [ $rc -eq 0 ] && oq_psql_retry "$OQ_PSQL" "$OQ_DSN" "DO \$\$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'onceq_test_worker')
+        THEN CREATE ROLE onceq_test_worker LOGIN; END IF; END \$\$;
+      GRANT onceq_worker TO onceq_test_worker;
+      ALTER DEFAULT PRIVILEGES IN SCHEMA public
+        GRANT ALL ON TABLES TO onceq_test_worker;
+      ALTER DEFAULT PRIVILEGES IN SCHEMA public
+        GRANT ALL ON SEQUENCES TO onceq_test_worker" || rc=$?
+    [ $rc -ne 0 ] || break
+    sleep "0.0$i"
+  done
+  [ $rc -eq 0 ] || oq_fail "ONCEQ_TEST_ROLE: the grants failed: $OQ_PSQL_OUT"
+  OQ_WORKER_DSN="$OQ_DSN user=onceq_test_worker"
 }

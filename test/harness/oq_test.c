@@ -2,8 +2,12 @@
 #include "oq_test.h"
 
 #include <ctype.h>
+#include <libpq-fe.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The login role of ONCEQ_TEST_ROLE=worker (oq_test.h, oqt_worker_dsn). */
+#define OQT_WORKER_ROLE "onceq_test_worker"
 
 const char *oqt_admin_dsn(void)
 {
@@ -80,6 +84,78 @@ void oqt_exec(oq_db *db, const char *sql)
     OQT_FAIL("%s: %s (%s)", sql, oq_strerror(e), oq_db_errmsg(db));
 }
 
+/* Run a script of several statements (the simple query protocol). Roles
+ * are cluster-wide: two tests creating or granting the same one at once
+ * can fail (23505, "tuple concurrently updated"); the script is idempotent,
+ * so it is run again, boundedly. */
+static void exec_script(oq_db *db, const char *sql, const char *what)
+{
+  char why[512] = "";
+  for (int i = 0; i < 10; i++) {
+    PGresult *r = PQexec(oq_db_pgconn(db), sql);
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+      PQclear(r);
+      return;
+    }
+    oqt_copy(why, sizeof why, PQresultErrorMessage(r));
+    PQclear(r);
+    oqt_sleep_ms(20 + 30 * i);
+  }
+  OQT_FAIL("%s: %s", what, why);
+}
+
+/* ONCEQ_TEST_ROLE=worker: the shipped grants on this (migrated) database,
+ * and the login role the worker-side connections use. */
+static void grant_worker_role(oq_db *db)
+{
+  /* the test server's admin may; a --dsn server's admin need not */
+  if (oqt_scalar(db, "SELECT count(*) FROM pg_roles WHERE rolname ="
+                     " current_user AND (rolsuper OR rolcreaterole)") != 1) {
+    fprintf(stderr, "SKIP: ONCEQ_TEST_ROLE needs an admin that may create "
+                    "roles (CREATEROLE)\n");
+    exit(77);
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/deploy/grants/postgres.sql",
+           OQ_TEST_SOURCE_DIR);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    OQT_FAIL("ONCEQ_TEST_ROLE: cannot open %s", path);
+  char *sql = NULL;
+  size_t len = 0, cap = 0, got;
+  char buf[4096];
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+    if (len + got + 1 > cap) {
+      cap = (len + got + 1) * 2;
+      char *more = realloc(sql, cap);
+      if (!more)
+        OQT_FAIL("out of memory");
+      sql = more;
+    }
+    memcpy(sql + len, buf, got);
+    len += got;
+  }
+  fclose(f);
+  if (!sql)
+    OQT_FAIL("ONCEQ_TEST_ROLE: %s is empty", path);
+  sql[len] = '\0';
+  exec_script(db, sql, path);
+  free(sql);
+  /* the tables the test makes after this (ledgers) are the handler's own:
+   * an operator grants those separately (the deploy file's header) */
+  exec_script(db,
+              "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles"
+              " WHERE rolname = '" OQT_WORKER_ROLE "') THEN"
+              " CREATE ROLE " OQT_WORKER_ROLE " LOGIN; END IF; END $$;"
+              " GRANT onceq_worker TO " OQT_WORKER_ROLE ";"
+              " ALTER DEFAULT PRIVILEGES IN SCHEMA public"
+              " GRANT ALL ON TABLES TO " OQT_WORKER_ROLE ";"
+              " ALTER DEFAULT PRIVILEGES IN SCHEMA public"
+              " GRANT ALL ON SEQUENCES TO " OQT_WORKER_ROLE,
+              "ONCEQ_TEST_ROLE: the login role");
+}
+
 const char *oqt_fresh_db(const char *name, int migrate)
 {
   static char dsn[1024];
@@ -106,9 +182,33 @@ const char *oqt_fresh_db(const char *name, int migrate)
   if (migrate) {
     oq_db *db = oqt_connect(dsn);
     ASSERT_OK(db, oq_migrate_run(db, NULL, NULL));
+    if (oqt_worker_role())
+      grant_worker_role(db);
     oq_db_close(db);
   }
   return dsn;
+}
+
+const char *oqt_worker_role(void)
+{
+  const char *r = getenv("ONCEQ_TEST_ROLE");
+  if (!r || !*r)
+    return NULL;
+  if (strcmp(r, "worker") != 0)
+    OQT_FAIL("ONCEQ_TEST_ROLE=%s: the one role this switch knows is "
+             "'worker'",
+             r);
+  return OQT_WORKER_ROLE;
+}
+
+const char *oqt_worker_dsn(const char *dsn)
+{
+  static char out[1200];
+  if (!oqt_worker_role())
+    oqt_copy(out, sizeof out, dsn);
+  else
+    snprintf(out, sizeof out, "%s user=%s", dsn, OQT_WORKER_ROLE);
+  return out;
 }
 
 void oqt_enqueue_n(oq_db *db, const char *queue, int n)

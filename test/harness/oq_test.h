@@ -106,6 +106,21 @@ const char *oqt_isolation(void);
  */
 const char *oqt_fresh_db(const char *name, int migrate);
 
+/*
+ * The conninfo a test's worker-side connections use on dsn (a database
+ * from oqt_fresh_db, migrated): dsn itself, unless ONCEQ_TEST_ROLE=worker.
+ * Then oqt_fresh_db has applied deploy/grants/postgres.sql to the database
+ * and made the login role onceq_test_worker, a member of onceq_worker that
+ * also gets every right on the tables the test creates later (a ledger, as
+ * an operator grants a --sql handler's tables), and this returns dsn as
+ * that role: the library's worker paths then run with exactly the grants
+ * the deploy file ships (issue 20, finding 4). Static storage.
+ */
+const char *oqt_worker_dsn(const char *dsn);
+/* The login role oqt_worker_dsn connects as, or NULL when the switch is
+ * off. */
+const char *oqt_worker_role(void);
+
 /* Open a connection to dsn or fail the test. */
 oq_db *oqt_connect(const char *dsn);
 

@@ -7,6 +7,9 @@ target_link_libraries(it_lib_ambiguous_commit PRIVATE oq_cutproxy_lib)
 target_compile_definitions(it_lib_ambiguous_commit PRIVATE
   OQ_CLI_BIN="$<TARGET_FILE:onceq>")
 add_dependencies(it_lib_ambiguous_commit onceq)
+# The same as the least-privilege worker role: reconciling reads
+# onceq_dead, which the grants once did not allow (issue 20, finding 4).
+oq_add_role_test(it_lib_ambiguous_commit_least_priv it_lib_ambiguous_commit)
 
 # The fault proxy itself (raw libpq), including the standalone binary.
 oq_add_test(it_lib_cutproxy LABEL integration TIMEOUT 120

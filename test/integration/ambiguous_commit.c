@@ -45,6 +45,10 @@
  *                 second oq_ack of the same item reconciles first (item
  *                 gone: OQ_OK, reconciled) and never re-runs the handler.
  * Every case checks the outcome on a direct (not proxied) connection.
+ * The proxied connection (the worker's side) connects through
+ * oqt_worker_dsn: as the least-privilege worker role under
+ * ONCEQ_TEST_ROLE=worker (it_lib_ambiguous_commit_least_priv), where the
+ * reconciliation's read of onceq_dead once failed with 42501 (issue 20).
  *
  * Usage: it_lib_ambiguous_commit [CASE]   (default: every case)
  */
@@ -357,7 +361,7 @@ static void run_case(const case_def *cd)
   if (!px)
     OQT_FAIL("cutproxy_start failed");
   char pdsn[2048];
-  proxied_dsn(dsn, cutproxy_port(px), pdsn, sizeof pdsn);
+  proxied_dsn(oqt_worker_dsn(dsn), cutproxy_port(px), pdsn, sizeof pdsn);
   oq_db *db = oqt_connect(pdsn);
   ASSERT_EQ(cutproxy_accepted(px), 1);
 
@@ -555,7 +559,7 @@ static void run_gave_up(bool batch)
   if (!px)
     OQT_FAIL("cutproxy_start failed");
   char pdsn[2048];
-  proxied_dsn(dsn, cutproxy_port(px), pdsn, sizeof pdsn);
+  proxied_dsn(oqt_worker_dsn(dsn), cutproxy_port(px), pdsn, sizeof pdsn);
   /* a short patience, so reconnecting gives up within the test */
   oq_retry_policy rp = oq_retry_policy_tx();
   rp.max_total_ms = 1500;
@@ -642,7 +646,7 @@ static void run_batch_case(const char *name, cutproxy_mode mode)
   if (!px)
     OQT_FAIL("cutproxy_start failed");
   char pdsn[2048];
-  proxied_dsn(dsn, cutproxy_port(px), pdsn, sizeof pdsn);
+  proxied_dsn(oqt_worker_dsn(dsn), cutproxy_port(px), pdsn, sizeof pdsn);
   oq_db *db = oqt_connect(pdsn);
   oq_session_opts so = session_opts();
   oq_session *s = NULL;
@@ -743,7 +747,7 @@ static void run_batch_subset(void)
   if (!px)
     OQT_FAIL("cutproxy_start failed");
   char pdsn[2048];
-  proxied_dsn(dsn, cutproxy_port(px), pdsn, sizeof pdsn);
+  proxied_dsn(oqt_worker_dsn(dsn), cutproxy_port(px), pdsn, sizeof pdsn);
   oq_db *db = oqt_connect(pdsn);
   oq_session *s = NULL;
   ASSERT_OK(db, oq_session_open(db, &so, &s));

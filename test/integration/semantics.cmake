@@ -14,3 +14,10 @@ oq_add_test(it_lib_claim_queues LABEL integration TIMEOUT 120
             SOURCES claim_queues.c INTERNAL)
 oq_add_test(it_lib_transact LABEL integration TIMEOUT 120 SOURCES transact.c
             INTERNAL)
+# A handler that deletes or unclaims its own onceq_items row: a failed
+# attempt, not a lost claim (issue 20, finding 3).
+oq_add_test(it_lib_ack_own_row LABEL integration TIMEOUT 60
+            SOURCES ack_own_row.c)
+# The same two as the least-privilege worker role (oq_add_role_test).
+oq_add_role_test(it_lib_ack_many_least_priv it_lib_ack_many)
+oq_add_role_test(it_lib_ack_own_row_least_priv it_lib_ack_own_row)

@@ -35,3 +35,18 @@ oq_add_script_test(NAME it_worker_claim_oom SCRIPT it_claim_oom.sh TIMEOUT 60
                    ENVIRONMENT "OQ_FAIL_STRDUP=$<TARGET_FILE:oq_fail_strdup>"
                    "OQ_SANITIZER=${ONCEQ_SANITIZER}"
                    NEEDS onceq-worker onceq oq_fail_strdup LABELS integration)
+# A --sql statement that deletes or unclaims its own onceq_items row: a
+# failed attempt that dead-letters (issue 20, finding 3).
+oq_add_script_test(NAME it_worker_sql_own_row SCRIPT it_sql_own_row.sh
+                   TIMEOUT 120 ${_n})
+# As the least-privilege worker role (ONCEQ_TEST_ROLE=worker: the harness
+# applies deploy/grants/postgres.sql and oq_worker_start connects as a
+# member of onceq_worker): the --sql paths and a handler touching its own
+# row. Labels integration and slow:
+# passes 2 and 3 run them, not the sanitizer or version passes.
+set(_r NEEDS onceq-worker onceq LABELS integration slow
+    ENVIRONMENT ONCEQ_TEST_ROLE=worker)
+oq_add_script_test(NAME it_worker_sql_least_priv SCRIPT it_sql_handler.sh
+                   TIMEOUT 90 ${_r})
+oq_add_script_test(NAME it_worker_sql_own_row_least_priv
+                   SCRIPT it_sql_own_row.sh TIMEOUT 120 ${_r})

@@ -66,7 +66,12 @@ typedef struct oq_ack_opts {
  * item is acknowledged, OQ_ERR_CLAIM_LOST (fn's writes rolled back) when the
  * claim is no longer ours, OQ_ERR_AMBIGUOUS only when reconciliation itself
  * could not reach the database (call oq_ack again later: it reconciles
- * first). opts may be NULL.
+ * first). opts may be NULL. When fn's own writes deleted the item's
+ * onceq_items row or changed its claim, the claim check finds nothing to
+ * delete while the item, read back after the rollback, is still ours: that
+ * is OQ_ERR_CALLBACK (a failed attempt: oq_fail it), with a message naming
+ * onceq_items, never a lost claim (which would leave the attempt uncounted
+ * and the item running forever).
  *
  * *reconciled (may be NULL) is set true when the verdict came from
  * reconciling an ambiguous commit.
@@ -143,10 +148,12 @@ OQ_MUST_CHECK oq_err oq_session_claims_read(oq_db *db, const oq_session *s,
  * claim = $session that fails the transaction unless it deleted every id.
  * An item's effects commit if and only if that item is acknowledged: when
  * an item's effects fail, or a claim turns out lost, the transaction rolls
- * back and runs again without that item. Restarts (40001/40P01) run it
- * again whole; an ambiguous commit is reconciled per item (gone: done;
- * still ours: run again; else lost). One call costs one transaction when
- * nothing goes wrong.
+ * back and runs again without that item. An item whose effects delete or
+ * unclaim its own onceq_items row is OQ_ACK_FAILED (as for oq_ack; the
+ * check cannot say which item did it, so the rest then run one item per
+ * transaction). Restarts (40001/40P01) run it again whole; an ambiguous commit
+ * is reconciled per item (gone: done; still ours: run again; else lost). One
+ * call costs one transaction when nothing goes wrong.
  */
 typedef enum oq_ack_verdict {
   OQ_ACK_PENDING = 0, /* not settled: the call returned an error first */
