@@ -10,8 +10,8 @@
  *    query values of those same keys (its other parameters are libpq
  *    settings);
  *  - any other URL: the userinfo's password (a userinfo without ':' is a
- *    token: all of it), every query value, the fragment, and the path
- *    past its first segment (see mark_web_url);
+ *    token: all of it), every query value, the fragment, and, in an
+ *    http(s) URL, the path past its first segment (see mark_web_url);
  *  - free text: each URL in it as above, and every "password=" value.
  * oq_conninfo_mask, oq_text_mask_secrets and their in-place forms all
  * apply it; there is no other.
@@ -156,11 +156,12 @@ static void mark_db_url(const char *s, unsigned char *hide)
  * Any other URL (a --http handler, a --notify-url webhook): web services
  * put tokens in the userinfo, in the query (?token=, ?code=, ?sig=), in
  * the fragment and in the path (Slack's /services/T000/B000/XXXX,
- * Discord's /api/webhooks/ID/TOKEN). We hide all of them but the first
- * path segment: "https://host[:port]/first/" then "***" keeps enough to tell
- * one endpoint from another, and no rule on what a token looks like can miss
- * one. The authority ends at the first '/', '?' or '#' and its userinfo
- * at its last '@'.
+ * Discord's /api/webhooks/ID/TOKEN). We hide all of them but, in an
+ * http(s) URL, the first path segment (another scheme's path, such as
+ * file:///etc/x, is a place, not a token): "https://host[:port]/first/" then
+ * "***" keeps enough to tell one endpoint from another, and no rule on what a
+ * token looks like can miss one. The authority ends at the first '/', '?' or
+ * '#' and its userinfo at its last '@'.
  */
 static void mark_web_url(const char *s, unsigned char *hide)
 {
@@ -173,14 +174,17 @@ static void mark_web_url(const char *s, unsigned char *hide)
   if (at)
     hide_userinfo(auth, at, s, hide, 1);
   const char *p = end;
-  if (*p == '/') {
+  int web =
+      strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0;
+  if (*p == '/' && web) {
     const char *seg_end = p + 1 + strcspn(p + 1, "/?#");
     if (*seg_end == '/') {
       size_t rest = strcspn(seg_end + 1, "?#");
       memset(hide + (seg_end + 1 - s), 1, rest);
     }
-    p = seg_end + strcspn(seg_end, "?#");
+    p = seg_end;
   }
+  p += strcspn(p, "?#");
   if (*p == '?') {
     const char *q_end = p + 1 + strcspn(p + 1, "#");
     hide_query(p + 1, q_end, s, hide, 1);

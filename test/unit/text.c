@@ -101,6 +101,7 @@ int main(void)
   mask("postgresql://alice@db/q", "postgresql://alice@db/q");
   mask("http://127.0.0.1:8080/hook", "http://127.0.0.1:8080/hook");
   mask("http://127.0.0.1:8080/hook/", "http://127.0.0.1:8080/hook/");
+  mask("file:///etc/passwd", "file:///etc/passwd"); /* a place, no token */
   mask("POST http://127.0.0.1:9/x?token=S3cr3tX failed: refused",
        "POST http://127.0.0.1:9/x?token=*** failed: refused");
   mask("host=h sslpassword=S3cr3tX user=u", "host=h sslpassword=*** user=u");
