@@ -19,6 +19,10 @@ static int nsecrets;
 
 static void add_secret(const char *s, size_t n)
 {
+  if (n >= 2 && s[0] == '\'' && s[n - 1] == '\'') { /* password='a b' */
+    s++;
+    n -= 2;
+  }
   if (n < CM_SECRET_MIN || nsecrets == CM_SECRETS_MAX)
     return;
   for (int i = 0; i < nsecrets; i++)

@@ -33,11 +33,13 @@ int main(void)
                     false);
   cm_logsink_secret("http://127.0.0.1:9/x?token=S3cr3tX&a=b", false);
   cm_logsink_secret("St4tusT0ken", true);
+  cm_logsink_secret("host=h password='qu0ted pw'", false);
   cm_logsink_secret(NULL, true);
   cm_logsink_secret("", false);
   scrub("server said: Pw5eCrEt is wrong", "server said: *** is wrong");
   scrub("echo: S3cr3tX", "echo: ***");
   scrub("bearer St4tusT0ken refused", "bearer *** refused");
+  scrub("said qu0ted pw", "said ***"); /* the value, not its quotes */
   scrub("invalid path T000/B000/XyZ0tok3n", "invalid path ***");
   /* too short to scrub everywhere ("pw", "b"): only next to their key */
   scrub("pw and b stay", "pw and b stay");
