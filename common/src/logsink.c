@@ -1,6 +1,7 @@
 /* logsink.c: see logsink.h. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -11,6 +12,56 @@
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static bool as_json;
+/* set before any thread starts (cm_logsink_secret), read-only after;
+ * kept for the process's life */
+static char *secrets[CM_SECRETS_MAX];
+static int nsecrets;
+
+static void add_secret(const char *s, size_t n)
+{
+  if (n >= 2 && s[0] == '\'' && s[n - 1] == '\'') { /* password='a b' */
+    s++;
+    n -= 2;
+  }
+  if (n < CM_SECRET_MIN || nsecrets == CM_SECRETS_MAX)
+    return;
+  for (int i = 0; i < nsecrets; i++)
+    if (strlen(secrets[i]) == n && memcmp(secrets[i], s, n) == 0)
+      return;
+  char *copy = strndup(s, n);
+  if (copy)
+    secrets[nsecrets++] = copy;
+}
+
+void cm_logsink_secret(const char *text, bool whole)
+{
+  if (!text || !*text)
+    return;
+  if (whole) {
+    add_secret(text, strlen(text));
+    return;
+  }
+  size_t from = 0, start, len;
+  while (oq_text_secret_next(text, from, &start, &len)) {
+    add_secret(text + start, len);
+    from = start + len;
+  }
+}
+
+void cm_logsink_scrub(char *buf, size_t cap)
+{
+  size_t n = strlen(buf);
+  char *tmp = malloc(cap);
+  if (tmp) {
+    oq_text_mask_secrets(buf, tmp, cap);
+    memcpy(buf, tmp, strlen(tmp) + 1);
+    free(tmp);
+  } else if (n) { /* no memory to mask it: say nothing of it */
+    snprintf(buf, cap, "(a message was dropped: out of memory)");
+  }
+  for (int i = 0; i < nsecrets; i++)
+    oq_text_scrub(buf, cap, secrets[i]);
+}
 
 /* One JSON log line: {"ts","level","session","item","msg"}, built with
  * jansson (keys in this order). Returns false on out-of-memory. */
@@ -41,11 +92,13 @@ static void sink(void *ud, oq_log_level level, const char *session,
   /* Messages carry outside text (a handler's stderr, a queue name): in
    * JSON it must be valid UTF-8; in text, one message stays one line and
    * sends the terminal no control sequences (oq_text_escape). */
-  char safe[4096];
+  char masked[2048], safe[4096];
+  snprintf(masked, sizeof masked, "%s", msg);
+  cm_logsink_scrub(masked, sizeof masked);
   if (as_json)
-    oq_text_clean(safe, sizeof safe, msg, strlen(msg));
+    oq_text_clean(safe, sizeof safe, masked, strlen(masked));
   else
-    oq_text_escape(safe, sizeof safe, msg);
+    oq_text_escape(safe, sizeof safe, masked);
   msg = safe;
   pthread_mutex_lock(&mu);
   if (as_json) {

@@ -3,15 +3,16 @@
  */
 #include <stdio.h>
 
+#include "logsink.h"
 #include "onceq/text.h"
 #include "say.h"
 
 void cm_vsay(const char *prog, const char *cmd, const char *suffix,
              const char *fmt, va_list ap)
 {
-  char raw[2048], masked[2048], safe[4096];
-  vsnprintf(raw, sizeof raw, fmt, ap);
-  oq_text_mask_secrets(raw, masked, sizeof masked);
+  char masked[2048], safe[4096];
+  vsnprintf(masked, sizeof masked, fmt, ap);
+  cm_logsink_scrub(masked, sizeof masked); /* the rule, then known secrets */
   /* the message echoes what the user or the server gave (a flag's value,
    * a name): a newline in it would split the one line, an ESC would
    * reach the terminal */

@@ -565,6 +565,12 @@ int co_coordinator_main(const char *db, int argc, char **argv)
   if (c.dbo.deadline_ms < 2000)
     c.dbo.deadline_ms = 2000;
   cm_logsink_install((oq_log_level)c.o.log_level, c.o.log_json);
+  /* the log's last line of defence (logsink.h): no thread runs yet */
+  cm_logsink_secret(db && *db ? db : oq_conninfo_from_env(), false);
+  cm_logsink_secret(getenv("PGPASSWORD"), true);
+  cm_logsink_secret(c.o.notify_url, false);
+  cm_logsink_secret(
+      c.o.status_token ? c.o.status_token : getenv("ONCEQ_STATUS_TOKEN"), true);
 
   cm_signals_install(&signals_seen);
   if (cm_curl_global_init(err, sizeof err) != 0)

@@ -10,7 +10,7 @@
 
 #include "codb.h"
 #include "curlpost.h"
-#include "mask.h"
+#include "onceq/text.h"
 #include "notify.h"
 
 /* The receiver gets the dead row as JSON, built by the database so the
@@ -68,7 +68,7 @@ co_notifier *co_notifier_new(const char *url, int timeout_ms, char *err,
     co_notifier_free(n);
     return NULL;
   }
-  cm_mask_url(url, n->shown, sizeof n->shown);
+  oq_text_mask_secrets(url, n->shown, sizeof n->shown);
   n->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
   n->policy = oq_retry_policy_item();
   n->policy.base_ms = 1000;

@@ -378,8 +378,12 @@ static void print_json(FILE *f, oq_db *db, const co_snapshot *s, const rates *r,
 
 /* Print prefix + text, wrapped at width columns on spaces, continuation
  * lines indented under the text. */
-static void wrap(FILE *f, const char *prefix, const char *text, int width)
+static void wrap(FILE *f, const char *prefix, const char *raw, int width)
 {
+  /* hints name queues: outside text, escaped for the terminal */
+  char safe[4 * sizeof(((hint *)0)->text)];
+  oq_text_escape(safe, sizeof safe, raw);
+  const char *text = safe;
   int indent = (int)strlen(prefix), col = indent;
   fputs(prefix, f);
   while (*text) {
@@ -461,11 +465,14 @@ static void print_human(FILE *f, const co_snapshot *s, const rates *r,
     cm_fmt_dur(b[1], sizeof b[1], x->heartbeat_age_s);
     cm_fmt_dur(b[2], sizeof b[2], x->expiry_s);
     cm_fmt_dur(b[3], sizeof b[3], x->age_s);
+    /* a session's hostname is whatever its program wrote: outside text */
+    char host[128]; /* shown cut to 16 columns anyway */
+    oq_text_escape(host, sizeof host, x->hostname ? x->hostname : "");
     fprintf(f, "%-8.8s %-11s %-16.16s %7ld %7s %10s %7s %7s\n", x->id,
             x->leader        ? "leader"
             : x->coordinator ? "coordinator"
                              : "worker",
-            x->hostname, x->pid, b[0], b[1], b[2], b[3]);
+            host, x->pid, b[0], b[1], b[2], b[3]);
   }
   fputc('\n', f);
   if (hs->nq == 0) {

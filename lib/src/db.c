@@ -23,8 +23,9 @@ struct oq_db {
   oq_db_opts opts; /* copies of the strings below */
   char *conninfo;  /* as given; may hold a password; never printed */
   char *app_name;
-  char *password;        /* from the conninfo, for scrubbing; may be NULL */
-  char masked[1024];     /* conninfo with the password as *** */
+  char *secrets[2];      /* password and sslpassword from the conninfo, for
+                            scrubbing; NULL when absent */
+  char masked[1024];     /* conninfo with its passwords as *** */
   oq_retry_policy retry; /* restarts and reconnects */
   uint64_t rng;          /* xorshift state for jitter */
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
@@ -56,16 +57,19 @@ static char *dupstr(const char *s)
   return s ? strdup(s) : NULL;
 }
 
-/* Write a one-line, password-free message into buf. */
-static void format_msg(char *buf, size_t len, const char *password,
+/* Write a one-line, password-free message into buf: libpq's messages may
+ * echo a password without its key around it, so the conninfo's own ones
+ * are scrubbed by value too. */
+static void format_msg(char *buf, size_t len, char *const *secrets,
                        const char *fmt, va_list ap)
 {
   vsnprintf(buf, len, fmt, ap);
   oq__one_line(buf);
-  oq__scrub(buf, len, password);
+  for (int i = 0; i < 2; i++)
+    oq_text_scrub(buf, len, secrets[i]);
   const char *envpw = getenv("PGPASSWORD");
   if (envpw && strlen(envpw) >= 3)
-    oq__scrub(buf, len, envpw);
+    oq_text_scrub(buf, len, envpw);
 }
 
 oq_err oq__db_fail(oq_db *db, oq_err code, const char *sqlstate,
@@ -78,7 +82,7 @@ oq_err oq__db_fail(oq_db *db, oq_err code, const char *sqlstate,
   char state[6];
   snprintf(state, sizeof state, "%s", sqlstate ? sqlstate : "");
   va_start(ap, fmt);
-  format_msg(msg, sizeof msg, db->password, fmt, ap);
+  format_msg(msg, sizeof msg, db->secrets, fmt, ap);
   va_end(ap);
   db->last = code;
   memcpy(db->sqlstate, state, sizeof state);
@@ -275,8 +279,10 @@ static oq_err connect_now(oq_db *db)
       has_keepalive = 1;
     if (strcmp(o->keyword, "tcp_user_timeout") == 0)
       has_user_timeout = 1;
-    if (strcmp(o->keyword, "password") == 0 && !db->password)
-      db->password = dupstr(o->val);
+    if (strcmp(o->keyword, "password") == 0 && !db->secrets[0])
+      db->secrets[0] = dupstr(o->val);
+    if (strcmp(o->keyword, "sslpassword") == 0 && !db->secrets[1])
+      db->secrets[1] = dupstr(o->val);
     keys[n] = o->keyword;
     vals[n] = o->val;
     n++;
@@ -412,7 +418,8 @@ void oq_db_close(oq_db *db)
   free(db->ambiguous);
   free(db->conninfo);
   free(db->app_name);
-  free(db->password);
+  free(db->secrets[0]);
+  free(db->secrets[1]);
   free(db);
 }
 

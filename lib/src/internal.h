@@ -278,9 +278,17 @@ oq_err oq__migrate_each_statement(char *script,
 
 /* ---- conninfo.c ------------------------------------------------------ */
 
-/* Replace every occurrence of secret (if at least 1 char) in buf by
- * "***", in place, truncating to buflen. */
-void oq__scrub(char *buf, size_t buflen, const char *secret);
+/* The one masking rule (conninfo.c's opening comment): which bytes of s
+ * are credentials. OQ__MASK_CONNINFO: s is one conninfo (a URL or
+ * key=value); OQ__MASK_TEXT: free text with URLs or "password=" inside. */
+typedef enum { OQ__MASK_CONNINFO, OQ__MASK_TEXT } oq__mask_mode;
+/* hide[i] is 1 for each hidden byte of s; free with free; NULL when out of
+ * memory. */
+unsigned char *oq__mask_marks(const char *s, oq__mask_mode mode);
+/* s into out (outlen bytes, NUL-terminated, truncated to fit) with each
+ * run of hidden bytes as "***"; hide NULL (out of memory) gives "***". */
+void oq__mask_render(const char *s, const unsigned char *hide, char *out,
+                     size_t outlen);
 /* Flatten a multi-line libpq message into one line, in place. */
 void oq__one_line(char *buf);
 

@@ -3,9 +3,10 @@
  * The one place that decides what "valid UTF-8" means for onceq.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
+#include "internal.h"
 #include "onceq/text.h"
 
 /* Length of the valid UTF-8 sequence at s (n bytes available), or 0 when
@@ -121,104 +122,70 @@ size_t oq_text_escape(char *dst, size_t cap, const char *src)
   return out;
 }
 
-/* Append n bytes of s to out (bounded), keeping it NUL-terminated. */
-static void put(char *out, size_t outlen, size_t *pos, const char *s, size_t n)
-{
-  for (size_t i = 0; i < n && *pos + 1 < outlen; i++)
-    out[(*pos)++] = s[i];
-  if (outlen)
-    out[*pos < outlen ? *pos : outlen - 1] = '\0';
-}
-
-/* Where the authority after "://" at p ends. */
-static const char *authority_end(const char *p)
-{
-  return p + strcspn(p, "/?#'\" \t\r\n");
-}
-
-/* At s (just after "password" and optional blanks and '='), the length of
- * the value: a quoted conninfo value up to its closing quote, else up to
- * a blank, '&' or the end. */
-static size_t value_len(const char *s)
-{
-  if (*s == '\'') {
-    size_t i = 1;
-    while (s[i] && s[i] != '\'') {
-      if (s[i] == '\\' && s[i + 1])
-        i++;
-      i++;
-    }
-    return s[i] ? i + 1 : i;
-  }
-  return strcspn(s, " \t\r\n&");
-}
-
-/* The next credential at or after p: its first byte, with its length in
- * *len; NULL when there is none. A credential is the password of a URL's
- * userinfo (scheme://user:PW@host) or the value of "password=" (any case,
- * so also PGPASSWORD= and sslpassword=; blanks around '=' as libpq allows). */
-static const char *find_secret(const char *p, size_t *len)
-{
-  while (*p) {
-    if (strncmp(p, "://", 3) == 0) {
-      const char *auth = p + 3;
-      const char *end = authority_end(auth);
-      const char *at = NULL;
-      for (const char *q = auth; q < end; q++)
-        if (*q == '@')
-          at = q;
-      const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-      if (colon && at > colon + 1) {
-        *len = (size_t)(at - colon - 1);
-        return colon + 1;
-      }
-      p = auth;
-      continue;
-    }
-    if (strncasecmp(p, "password", 8) == 0) {
-      const char *q = p + 8;
-      while (*q == ' ' || *q == '\t')
-        q++;
-      if (*q == '=') {
-        q++;
-        while (*q == ' ' || *q == '\t')
-          q++;
-        size_t vl = value_len(q);
-        if (vl) {
-          *len = vl;
-          return q;
-        }
-      }
-      p += 8;
-      continue;
-    }
-    p++;
-  }
-  return NULL;
-}
-
+/* The masking rule itself is conninfo.c's (oq__mask_marks): one rule for
+ * conninfo, URLs and free text. */
 void oq_text_mask_secrets(const char *in, char *out, size_t outlen)
 {
-  size_t pos = 0, len = 0;
-  const char *p = in ? in : "";
-  if (outlen)
-    out[0] = '\0';
-  for (const char *sec = find_secret(p, &len); sec;
-       sec = find_secret(p, &len)) {
-    put(out, outlen, &pos, p, (size_t)(sec - p));
-    put(out, outlen, &pos, "***", 3);
-    p = sec + len;
-  }
-  put(out, outlen, &pos, p, strlen(p));
+  const char *s = in ? in : "";
+  if (!out || outlen == 0)
+    return;
+  unsigned char *hide = oq__mask_marks(s, OQ__MASK_TEXT);
+  oq__mask_render(s, hide, out, outlen);
+  free(hide);
 }
 
 void oq_text_mask_secrets_in_place(char *s)
 {
-  size_t len = 0;
-  const char *p = s;
-  for (const char *sec = find_secret(p, &len); sec;
-       sec = find_secret(p, &len)) {
-    memset(s + (sec - s), '*', len);
-    p = sec + len;
+  if (!s)
+    return;
+  size_t n = strlen(s);
+  unsigned char *hide = oq__mask_marks(s, OQ__MASK_TEXT);
+  for (size_t i = 0; i < n; i++)
+    if (!hide || hide[i])
+      s[i] = '*';
+  free(hide);
+}
+
+int oq_text_secret_next(const char *text, size_t from, size_t *start,
+                        size_t *len)
+{
+  if (!text || from >= strlen(text))
+    return 0;
+  unsigned char *hide = oq__mask_marks(text, OQ__MASK_TEXT);
+  if (!hide)
+    return 0;
+  size_t i = from;
+  while (text[i] && !hide[i])
+    i++;
+  size_t j = i;
+  while (text[j] && hide[j])
+    j++;
+  free(hide);
+  if (j == i)
+    return 0;
+  *start = i;
+  *len = j - i;
+  return 1;
+}
+
+void oq_text_scrub(char *buf, size_t cap, const char *secret)
+{
+  size_t slen = secret ? strlen(secret) : 0;
+  if (!buf || cap == 0 || slen == 0)
+    return;
+  char *p = strstr(buf, secret);
+  while (p) {
+    size_t room = cap - (size_t)(p - buf) - 1; /* bytes from p to the last */
+    size_t tail = strlen(p + slen);
+    if (room < 3) {
+      *p = '\0';
+      return;
+    }
+    if (tail > room - 3)
+      tail = room - 3;
+    memmove(p + 3, p + slen, tail);
+    p[3 + tail] = '\0';
+    memcpy(p, "***", 3);
+    p = strstr(p + 3, secret);
   }
 }

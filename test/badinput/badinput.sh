@@ -382,6 +382,21 @@ cmdline_case "worker --db with password=, in ps" "$ONCEQ_WORKER" \
   --db "$OQ_DSN password=$SECRET" --queue cmdline --exec /bin/true
 cmdline_case "coordinator --db=conninfo with password=, in ps" "$ONCEQ_CLI" \
   "--db=$OQ_DSN password=$SECRET" coordinator
+# issue 20 (secrets 2): every credential, not only a key named "password":
+# sslpassword (libpq accepts it without an SSL key), a web URL's query
+# values and a Slack-style token path, in ps and in the daemon's log
+cmdline_case "worker --db with sslpassword=, in ps and the start line" \
+  "$ONCEQ_WORKER" --db "$OQ_DSN sslpassword=$SECRET" --queue cmdline \
+  --exec /bin/true
+cmdline_case "worker --http URL with ?token=, in ps" "$ONCEQ_WORKER" \
+  --queue cmdline --http "http://127.0.0.1:9/x?token=$SECRET"
+cmdline_case "worker --http Slack-style token path, in ps" "$ONCEQ_WORKER" \
+  --queue cmdline --http "https://127.0.0.1:9/services/T000/B000/$SECRET"
+cmdline_case "coordinator --notify-url with ?code=, in ps and logs" \
+  "$ONCEQ_CLI" coordinator --notify-url "https://127.0.0.1:9/dead?code=$SECRET"
+cmdline_case "coordinator --notify-url Slack-style token path, in ps and logs" \
+  "$ONCEQ_CLI" coordinator \
+  --notify-url "https://127.0.0.1:9/services/T000/B000/$SECRET"
 before=$(oq_snapshot)
 
 # ---- control characters in a queue name never reach the terminal raw ---------
@@ -416,6 +431,28 @@ grep -q 'unique key "k\\x1B\[2J\\nFORGED" is held by live item' "$t/exists.err" 
   PROBLEMS+=("evil unique key: the note does not name the key escaped: $(cat "$t/exists.err")")
 "$ONCEQ_CLI" cancel "$id" >/dev/null 2>&1 || PROBLEMS+=("evil unique key: cancel failed")
 oq_log "case $NCASES: control characters in a unique key: $(cat "$t/exists.err")"
+
+# ---- runtime: a failing --http keeps its URL's token out of last_error -------
+# (issue 20, secrets 2): connection refused on 127.0.0.1:9; the dead row's
+# error names the URL masked, and neither it nor the log shows the token.
+NCASES=$((NCASES + 1))
+id=$("$ONCEQ_CLI" push --queue httpsecret --max-attempts 1 '{}')
+rc=0
+timeout 30 "$ONCEQ_WORKER" --queue httpsecret --drain --retry-base 50ms \
+  --http "http://127.0.0.1:9/x?token=$SECRET" >"$t/httpsecret.log" 2>&1 \
+  </dev/null || rc=$?
+err=$(oq_q "SELECT last_error FROM onceq_dead WHERE id = '$id'")
+oq_log "case $NCASES: --http token, worker exit $rc, last_error: $err"
+case "$err" in
+*"$SECRET"*) PROBLEMS+=("--http token: last_error shows it: $err") ;;
+*'POST http://127.0.0.1:9/x?token=***'*) ;;
+*) PROBLEMS+=("--http token: last_error '$err' does not name the masked URL") ;;
+esac
+if grep -q "$SECRET" "$t/httpsecret.log"; then
+  PROBLEMS+=("--http token: the worker's log shows it: $(grep "$SECRET" "$t/httpsecret.log" | head -2)")
+fi
+oq_q "DELETE FROM onceq_dead WHERE id = '$id'" >/dev/null
+oq_q "DELETE FROM onceq_sessions" >/dev/null
 
 # ---- runtime: an --exec handler's stderr is not UTF-8 (issue 14, bad 2) --------
 # The failure is recorded with its real message (invalid bytes as '?'), the

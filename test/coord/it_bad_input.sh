@@ -3,7 +3,9 @@
 # `onceq stats` gives one line on stderr naming the fix, exit 2, and
 # changes nothing in the database: a bad cron expression, bad JSON, a bad
 # name, a name that exists, an unknown name (alone and with a known one),
-# bad flags, a schema that was never migrated.
+# bad flags, a schema that was never migrated; and (issue 20) a session's
+# hostname or a queue name with terminal controls reaches `onceq stats`'s
+# table and hints escaped, never raw.
 source "$(dirname "$0")/../harness/oq_harness.sh"
 oq_setup bad_input
 
@@ -78,4 +80,25 @@ oq_check "tables created in the empty database" \
   "$("$OQ_PSQL" -X -At -d "$OQ_ADMIN_DSN dbname=$EMPTY" -c \
      "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'onceq_%'")" 0
 oq_admin_sql "DROP DATABASE IF EXISTS $EMPTY WITH (FORCE)" >/dev/null 2>&1
+
+# hostnames come from whoever registered the session (any program may
+# insert one): ESC and a newline in one, and in a queue name, stay escaped
+oq_sql "INSERT INTO onceq_sessions (id, expiry, hostname, pid, queues)
+        VALUES ('00000000-0000-4000-8000-0000000000e1', interval '1 hour',
+                'ev' || chr(27) || '[2J' || chr(10) || 'FORGED', 4242, 'x');
+        INSERT INTO onceq_items (queue)
+        VALUES ('q' || chr(27) || '[31m' || chr(10) || 'FAKE')" >/dev/null
+rc=0
+timeout 20 "$ONCEQ_CLI" --db "$OQ_DSN" stats >"$OQ_TMP/out" 2>"$OQ_TMP/err" \
+  </dev/null || rc=$?
+oq_log "stats with an evil hostname: exit $rc: $(head -c 2000 "$OQ_TMP/out" | od -c | grep -c '033' || true) ESC line(s)"
+oq_check "stats with an evil hostname: exit status" "$rc" 0
+if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$OQ_TMP/out"; then
+  oq_fail "stats printed a raw control character: $(LC_ALL=C grep -n $'[\x01-\x08\x0b-\x1f\x7f]' "$OQ_TMP/out" | od -c | head -5)"
+fi
+if grep -q '^FORGED\|^FAKE' "$OQ_TMP/out"; then
+  oq_fail "a newline in a hostname or queue name forged a line: $(grep -n '^FORGED\|^FAKE' "$OQ_TMP/out")"
+fi
+oq_contains "stats: the hostname, escaped" "$(cat "$OQ_TMP/out")" 'ev\x1B[2J\nFO'
+oq_sql "DELETE FROM onceq_items; DELETE FROM onceq_sessions" >/dev/null
 oq_log "PASS"

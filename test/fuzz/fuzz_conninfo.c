@@ -37,7 +37,8 @@ static char *with_secret(const char *s)
   return t;
 }
 
-/* libpq parses t, its password holds SECRET, and no other option does. */
+/* libpq parses t, a password option (password, sslpassword: issue 20)
+ * holds SECRET, and no other option does. */
 static bool libpq_only_password_has(const char *t)
 {
   char *err = NULL;
@@ -49,7 +50,8 @@ static bool libpq_only_password_has(const char *t)
   for (PQconninfoOption *o = opts; o->keyword; o++) {
     if (!o->val || !strstr(o->val, SECRET))
       continue;
-    if (strcmp(o->keyword, "password") == 0)
+    if (strcmp(o->keyword, "password") == 0 ||
+        strcmp(o->keyword, "sslpassword") == 0)
       pw = true;
     else
       other = true;

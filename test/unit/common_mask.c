@@ -1,69 +1,52 @@
 /*
- * common_mask.c (unit): cm_mask_url, the one masking rule of the daemons
- * and the CLI (common/src/mask.h): the lib's password rule, plus a bare
- * userinfo token in a non-database URL; and cm_url_secret, what it hides.
+ * common_mask.c (unit): the daemons' log sink as the last line of defence
+ * (common/src/logsink.h, issue 20): every line is masked by libonceq's one
+ * rule, then scrubbed of the secrets registered at start-up, so a message
+ * that echoes a token without its URL around it (libcurl's or a server's
+ * text) shows "***" instead.
  */
 #include "oq_test.h"
 
-#include "mask.h"
+#include "logsink.h"
 
-static char out[256];
+static char buf[256];
 
-static void mask(const char *in, const char *want)
+static void scrub(const char *in, const char *want)
 {
-  memset(out, 'Q', sizeof out);
-  cm_mask_url(in, out, sizeof out);
-  ASSERT_STREQ(out, want);
-}
-
-static void secret(const char *in, const char *want)
-{
-  char *got = cm_url_secret(in);
-  if (!want) {
-    ASSERT(got == NULL);
-    return;
-  }
-  ASSERT(got != NULL);
-  ASSERT_STREQ(got, want);
-  free(got);
+  snprintf(buf, sizeof buf, "%s", in);
+  cm_logsink_scrub(buf, sizeof buf);
+  ASSERT_STREQ(buf, want);
 }
 
 int main(void)
 {
-  /* the lib's rule: a userinfo password, password= values */
-  mask("https://user:tok@hooks.example/x", "https://user:***@hooks.example/x");
-  mask("http://u:p@ss@127.0.0.1:1/a", "http://u:***@127.0.0.1:1/a");
-  mask("https://h.example/x?password=pw&y=1",
-       "https://h.example/x?password=***&y=1");
-  /* a bare token in a web URL's userinfo */
-  mask("http://T0KEN@127.0.0.1:9/hook", "http://***@127.0.0.1:9/hook");
-  mask("https://tok@h/x?password=pw", "https://***@h/x?password=***");
-  /* a database URL's bare userinfo is the user name: kept */
-  mask("postgresql://alice@db/q", "postgresql://alice@db/q");
-  mask("postgres://alice:pw@db/q", "postgres://alice:***@db/q");
-  /* nothing to hide; an '@' after the path is not a userinfo */
-  mask("https://hooks.example/a@b", "https://hooks.example/a@b");
-  mask("http://127.0.0.1:8080/hook", "http://127.0.0.1:8080/hook");
-  mask(NULL, "");
-  mask("", "");
-  /* bounded: never a byte past outlen, the secret never half-shown */
-  memset(out, 'Q', sizeof out);
-  cm_mask_url("http://T0KEN@127.0.0.1:9/hook", out, 9);
-  ASSERT_EQ(strlen(out), 8);
-  ASSERT_NOT_CONTAINS(out, "T0K");
-  ASSERT_EQ(out[9], 'Q');
+  /* the rule alone, before anything is registered */
+  scrub("POST http://127.0.0.1:9/x?token=S3cr3tX: refused",
+        "POST http://127.0.0.1:9/x?token=*** refused"); /* ":" is the value's */
+  scrub("echo: S3cr3tX", "echo: S3cr3tX");
+  scrub("connect to host=h sslpassword=Pw5eCrEt user=u",
+        "connect to host=h sslpassword=*** user=u");
 
-  secret("https://user:tok@hooks.example/x", "tok");
-  secret("http://T0KEN@127.0.0.1:9/hook", "T0KEN");
-  secret("http://u:p@ss@h/x", "p@ss");
-  secret("postgresql://alice@db/q", NULL);
-  secret("https://hooks.example/x", NULL);
-  secret(NULL, NULL);
-
-  /* the db rule is lib's, called, not copied */
-  char c[128];
-  cm_mask_conninfo("host=h password=pw user=u", c, sizeof c);
-  ASSERT_STREQ(c, "host=h password=*** user=u");
+  /* registered: a --db conninfo, a --notify-url, a status token */
+  cm_logsink_secret("host=h sslpassword=Pw5eCrEt password=pw user=u", false);
+  cm_logsink_secret("https://hooks.slack.com/services/T000/B000/XyZ0tok3n",
+                    false);
+  cm_logsink_secret("http://127.0.0.1:9/x?token=S3cr3tX&a=b", false);
+  cm_logsink_secret("St4tusT0ken", true);
+  cm_logsink_secret("host=h password='qu0ted pw'", false);
+  cm_logsink_secret(NULL, true);
+  cm_logsink_secret("", false);
+  scrub("server said: Pw5eCrEt is wrong", "server said: *** is wrong");
+  scrub("echo: S3cr3tX", "echo: ***");
+  scrub("bearer St4tusT0ken refused", "bearer *** refused");
+  scrub("said qu0ted pw", "said ***"); /* the value, not its quotes */
+  scrub("invalid path T000/B000/XyZ0tok3n", "invalid path ***");
+  /* too short to scrub everywhere ("pw", "b"): only next to their key */
+  scrub("pw and b stay", "pw and b stay");
+  /* bounded: truncated, terminated, never the secret */
+  char small[12] = "x Pw5eCrEt";
+  cm_logsink_scrub(small, sizeof small);
+  ASSERT_STREQ(small, "x ***");
   printf("PASS unit_lib_common_mask\n");
   return 0;
 }

@@ -3,7 +3,8 @@
  * would read (key=value, quoted values, URL userinfo, URL query
  * parameters), leaves conninfo without a password byte-for-byte unchanged,
  * and never overruns or leaks through truncation; the in-place form (for
- * argv) keeps the length.
+ * argv) keeps the length. Issue 20: every key that is or ends in
+ * "password" (sslpassword), not only "password".
  */
 #include "oq_test.h"
 
@@ -175,6 +176,27 @@ static void test_in_place(void)
   ASSERT_STREQ(plain, "host=h dbname=d");
 }
 
+/* Issue 20: sslpassword (and any key ending in "password") is a password
+ * too; a path (sslkey, sslcert, passfile) is not a secret and stays. */
+static void test_any_password_key(void)
+{
+  check_exact("host=h sslpassword=S3cr3tX user=u",
+              "host=h sslpassword=*** user=u");
+  check_exact("host=h sslpassword='a b' password=c user=u",
+              "host=h sslpassword=*** password=*** user=u");
+  check_exact("postgresql://h/db?sslmode=require&sslpassword=S3cr3tX",
+              "postgresql://h/db?sslmode=require&sslpassword=***");
+  check_exact("postgresql://h/db?sslpass%77ord=S3cr3tX",
+              "postgresql://h/db?sslpass%77ord=***");
+  check_exact("host=h sslkey=/etc/k.pem sslcert=/etc/c.pem passfile=/p",
+              "host=h sslkey=/etc/k.pem sslcert=/etc/c.pem passfile=/p");
+  check_truncation("host=h sslpassword=Zq9Xw7Vu user=u", "Zq9Xw7Vu");
+  char kv[] = "host=h sslpassword=SeCrEt dbname=d";
+  oq_conninfo_mask_in_place(kv);
+  ASSERT_NOT_CONTAINS(kv, "SeCrEt");
+  ASSERT_CONTAINS(kv, "host=h sslpassword=*** dbname=d");
+}
+
 int main(void)
 {
   test_keyvalue();
@@ -182,6 +204,7 @@ int main(void)
   test_unchanged();
   test_truncation();
   test_in_place();
+  test_any_password_key();
   printf("PASS unit_lib_conninfo_mask\n");
   return 0;
 }

@@ -80,10 +80,37 @@ int main(void)
   /* in place, for argv: same length, password gone */
   char argv1[] = "https://user:tok3n@hooks.example/x?password=abc&y=1";
   oq_text_mask_secrets_in_place(argv1);
-  ASSERT_STREQ(argv1, "https://user:*****@hooks.example/x?password=***&y=1");
+  ASSERT_STREQ(argv1, "https://user:*****@hooks.example/x?password=***&y=*");
   char argv2[] = "http://127.0.0.1:8080/hook";
   oq_text_mask_secrets_in_place(argv2);
   ASSERT_STREQ(argv2, "http://127.0.0.1:8080/hook");
+
+  /* issue 20: one rule for every URL. A web URL's query values, its
+   * fragment, its path past the first segment (Slack-style webhook
+   * tokens) and a bare userinfo token are hidden; a database URL keeps its
+   * non-password settings. */
+  mask("http://127.0.0.1:9/x?token=S3cr3tX", "http://127.0.0.1:9/x?token=***");
+  mask("https://h.example/hook?code=A1&sig=B2&v=1",
+       "https://h.example/hook?code=***&sig=***&v=***");
+  mask("https://h.example/x?password=pw&y=1",
+       "https://h.example/x?password=***&y=***");
+  mask("https://hooks.slack.com/services/T000/B000/XXXXS3cr3tX",
+       "https://hooks.slack.com/services/***");
+  mask("https://h.example/cb#access_token=S3cr3tX", "https://h.example/cb#***");
+  mask("http://T0KEN@127.0.0.1:9/hook", "http://***@127.0.0.1:9/hook");
+  mask("postgresql://alice@db/q", "postgresql://alice@db/q");
+  mask("http://127.0.0.1:8080/hook", "http://127.0.0.1:8080/hook");
+  mask("http://127.0.0.1:8080/hook/", "http://127.0.0.1:8080/hook/");
+  mask("file:///etc/passwd", "file:///etc/passwd"); /* a place, no token */
+  mask("POST http://127.0.0.1:9/x?token=S3cr3tX failed: refused",
+       "POST http://127.0.0.1:9/x?token=*** failed: refused");
+  mask("host=h sslpassword=S3cr3tX user=u", "host=h sslpassword=*** user=u");
+  char argv3[] = "http://127.0.0.1:9/x?token=S3cr3tX";
+  oq_text_mask_secrets_in_place(argv3);
+  ASSERT_STREQ(argv3, "http://127.0.0.1:9/x?token=*******");
+  char argv4[] = "https://hooks.slack.com/services/T000/B000/XXXX";
+  oq_text_mask_secrets_in_place(argv4);
+  ASSERT_STREQ(argv4, "https://hooks.slack.com/services/**************");
   printf("PASS unit_lib_text\n");
   return 0;
 }

@@ -13,10 +13,13 @@
  *    PostgreSQL text columns, which reject NUL bytes and invalid UTF-8, so
  *    everything goes through oq_text_clean (onceq/text.h): invalid bytes
  *    become '?' and a character cut by a length limit is dropped.
- *  - masked URL: the URL as cm_mask_url (common/src/mask.h) shows it:
- *    the password of its userinfo replaced by "***" (or the whole
- *    userinfo when it has no ':', since a lone user part is often a
- *    token). Messages only ever carry the masked URL.
+ *  - masked URL: the URL as oq_text_mask_secrets (onceq/text.h, the one
+ *    masking rule) shows it: its userinfo password (or the whole userinfo
+ *    when it has no ':', since a lone user part is often a token), every
+ *    query value, the fragment and the path past its first segment
+ *    replaced by "***". Messages (and so last_error, the status page and
+ *    the webhook) only ever carry the masked URL; the pieces it hides are
+ *    also scrubbed from libcurl's text, which may echo one alone.
  *
  * Decisions:
  *  - Redirects are not followed. Following a 301/302/303 turns a POST into
@@ -45,7 +48,6 @@
 
 #include "curlpost.h"
 #include "handler_http.h"
-#include "mask.h"
 
 #define HTTP_CONNECT_TIMEOUT_MS_DEFAULT 5000
 #define HTTP_TIMEOUT_MS_DEFAULT 30000
@@ -57,7 +59,8 @@ struct wk_http {
   CURL *easy;       /* one per wk_http; reused for keep-alive */
   CURLM *multi;     /* drives easy so we can poll the cancel check */
   char *url_masked; /* for messages; owned */
-  char *password;   /* the URL's password, to scrub from curl's text */
+  char *secrets[8]; /* what the mask hides in the URL, to scrub from
+                       curl's text; owned, NULL-padded */
   char user_agent[64];
 
   /* Per request; reset by wk_http_run. */
@@ -81,30 +84,6 @@ static void trim_right(char *s)
   size_t n = strlen(s);
   while (n > 0 && isspace((unsigned char)s[n - 1]))
     s[--n] = '\0';
-}
-
-/* Replace every occurrence of secret in s (cap bytes) with "***",
- * truncating when the result would not fit. */
-static void scrub(char *s, size_t cap, const char *secret)
-{
-  size_t slen = secret ? strlen(secret) : 0;
-  if (slen == 0)
-    return;
-  char *p = strstr(s, secret);
-  while (p) {
-    size_t room = cap - (size_t)(p - s) - 1; /* bytes from p to the last */
-    size_t tail = strlen(p + slen);
-    if (room < 3) {
-      *p = '\0';
-      return;
-    }
-    if (tail > room - 3)
-      tail = room - 3;
-    memmove(p + 3, p + slen, tail);
-    p[3 + tail] = '\0';
-    memcpy(p, "***", 3);
-    p = strstr(p + 3, secret);
-  }
 }
 
 /*
@@ -389,12 +368,18 @@ wk_http *wk_http_new(const wk_http_cfg *cfg)
     return NULL;
   /* clean text: it goes into error messages */
   char masked[2048];
-  cm_mask_url(url, masked, sizeof masked);
+  oq_text_mask_secrets(url, masked, sizeof masked);
   size_t mlen = strlen(masked);
   h->url_masked = malloc(mlen + 1);
   if (h->url_masked)
     oq_text_clean(h->url_masked, mlen + 1, masked, mlen);
-  h->password = cm_url_secret(url);
+  size_t from = 0, at, len;
+  for (int i = 0; i < 8 && oq_text_secret_next(url, from, &at, &len); i++) {
+    h->secrets[i] = strndup(url + at, len);
+    if (!h->secrets[i])
+      goto fail;
+    from = at + len;
+  }
   h->easy = curl_easy_init();
   h->multi = curl_multi_init();
   if (!h->url_masked || !h->easy || !h->multi)
@@ -440,9 +425,9 @@ void wk_http_free(wk_http *h)
   if (h->easy)
     curl_easy_cleanup(h->easy);
   free(h->url_masked);
-  if (h->password) {
-    memset(h->password, 0, strlen(h->password));
-    free(h->password);
+  for (int i = 0; i < 8 && h->secrets[i]; i++) {
+    memset(h->secrets[i], 0, strlen(h->secrets[i]));
+    free(h->secrets[i]);
   }
   free(h);
 }
@@ -552,7 +537,8 @@ static void transport_error(wk_http *h, CURLcode rc, wk_result *r)
       snprintf(raw + len, sizeof raw - len, " (%s)", etext);
     }
   }
-  scrub(raw, sizeof raw, h->password);
+  for (int i = 0; i < 8 && h->secrets[i]; i++)
+    oq_text_scrub(raw, sizeof raw, h->secrets[i]);
   oq_text_clean(detail, sizeof detail, raw, strlen(raw));
   set_text(r->error, sizeof r->error, "POST %s: %s", h->url_masked, detail);
 }
@@ -581,7 +567,7 @@ static void http_outcome(wk_http *h, long status, wk_result *r)
   } else if (status >= 300 && status <= 399) {
     char loc[HTTP_HEADER_VALUE_MAX + 8];
     char loc_clean[HTTP_HEADER_VALUE_MAX];
-    cm_mask_url(h->location, loc, sizeof loc);
+    oq_text_mask_secrets(h->location, loc, sizeof loc);
     oq_text_clean(loc_clean, sizeof loc_clean, loc, strlen(loc));
     set_text(r->error, sizeof r->error,
              "HTTP %ld (redirect to %s not followed)%s%s", status,

@@ -4,6 +4,8 @@
  * loop acts on the count (first: drain, second: stop now).
  */
 
+#include <stdlib.h>
+
 #include "config.h"
 #include "curlpost.h"
 #include "lazylib.h"
@@ -58,6 +60,10 @@ int main(int argc, char **argv)
     return p < 0 ? 2 : 0;
   }
   cm_logsink_install((oq_log_level)cfg.log_level, cfg.log_json);
+  /* the log's last line of defence (logsink.h): no thread runs yet */
+  cm_logsink_secret(cfg.db && *cfg.db ? cfg.db : oq_conninfo_from_env(), false);
+  cm_logsink_secret(getenv("PGPASSWORD"), true);
+  cm_logsink_secret(cfg.http_url, false);
   cm_signals_install(&signals_seen);
   /* only the HTTP handler uses libcurl's transfers: its TLS set-up costs
    * about 3 MiB of resident memory that an --sql or --exec worker does

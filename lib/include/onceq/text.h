@@ -10,9 +10,13 @@
  *    DEL, C1 controls) are written as \n, \t, \xHH, so one log line stays
  *    one line and a terminal gets no escape sequences. Every text from
  *    outside that goes to a terminal or a text log passes oq_text_escape.
- *  - masked text: any credential that looks like one (a URL's userinfo
- *    password, password=... in a conninfo or a query string) replaced by
- *    "***". Every usage error passes oq_text_mask_secrets.
+ *  - masked text: every credential replaced by "***", by the one rule
+ *    for conninfo, URLs and free text (lib/src/conninfo.c; users read it
+ *    in docs/deployment.md): a URL's userinfo password (a web URL's bare
+ *    userinfo token too), a web URL's query values, fragment and path past
+ *    its first segment, and every "...password=" value (password,
+ *    sslpassword, PGPASSWORD). Every usage error and log line passes
+ *    oq_text_mask_secrets.
  *
  * Thread safety: all functions are pure and may be called from any thread.
  */
@@ -46,9 +50,11 @@ size_t oq_text_escape(char *dst, size_t cap, const char *src);
 
 /*
  * Copy in into out (outlen bytes, always NUL-terminated when outlen > 0,
- * truncated to fit) with credentials masked: in "scheme://user:PW@host"
- * the PW becomes ***, and the value of every "password=" (any case; quoted
- * or not) becomes ***. Text without credentials is copied unchanged.
+ * truncated to fit) with credentials masked (the rule above): each run of
+ * hidden bytes becomes ***, e.g. "https://h/hook?token=***", the Slack
+ * webhook "https://hooks.slack.com/services/T0/B0/XYZ" shown as
+ * "https://hooks.slack.com/services/" and ***, "host=h sslpassword=***". Text
+ * without credentials is copied unchanged.
  * Blocks: never.
  */
 void oq_text_mask_secrets(const char *in, char *out, size_t outlen);
@@ -59,6 +65,19 @@ void oq_text_mask_secrets(const char *in, char *out, size_t outlen);
  * copy made before for the real value.
  * Blocks: never. */
 void oq_text_mask_secrets_in_place(char *s);
+
+/* The next credential oq_text_mask_secrets would hide in text at or after
+ * byte from: sets *start and *len and returns 1, or returns 0 when there
+ * is none (or no memory). For collecting a URL's secrets once, to scrub
+ * them from text that echoes them without the URL around (oq_text_scrub).
+ * Blocks: never. */
+int oq_text_secret_next(const char *text, size_t from, size_t *start,
+                        size_t *len);
+
+/* Replace every occurrence of secret (if not empty) in buf by "***", in
+ * place, truncating to cap bytes (always NUL-terminated).
+ * Blocks: never. */
+void oq_text_scrub(char *buf, size_t cap, const char *secret);
 
 #ifdef __cplusplus
 }
