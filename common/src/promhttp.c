@@ -195,8 +195,9 @@ static void job_free(page_job *j)
 
 /* The page thread: builds queued jobs one at a time with o.page, which
  * therefore runs on this thread only (its database connection is this
- * thread's). At stop, answers what is still queued with 503 and exits, so
- * no connection stays suspended when the daemon stops. */
+ * thread's). At stop, gives what is still queued a 503 without building it
+ * and resumes its connection, so none stays suspended when the daemon
+ * stops (the daemon then closes them). */
 static void *pager_main(void *arg)
 {
   cm_promhttp *h = arg;
@@ -604,9 +605,10 @@ void cm_promhttp_stop(cm_promhttp *h)
 {
   if (!h)
     return;
-  /* The pager first: it answers every queued job (503) and resumes its
-   * connection, and no job is queued after stopping is set, so nothing is
-   * left suspended (libmicrohttpd aborts on stop otherwise). */
+  /* The pager first: it resumes every queued job's connection (with a
+   * 503 the daemon may not get to send), and no job is queued after
+   * stopping is set, so nothing is left suspended (libmicrohttpd aborts on
+   * stop otherwise). */
   if (h->pager_started)
     pager_stop(h);
   MHD_stop_daemon(h->daemon); /* joins its thread, closes the socket */

@@ -92,7 +92,7 @@ OQ_MUST_CHECK int cm_promhttp_serve(cm_promhttp **out, const char *addr,
 
 /* Stop serving, close the socket, free h (NULL is fine). Waits for a
  * request in progress (a page being built, too); page requests still
- * queued get 503. */
+ * queued are not built, and their connections are closed. */
 void cm_promhttp_stop(cm_promhttp *h);
 
 #endif
