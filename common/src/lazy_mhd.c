@@ -77,3 +77,18 @@ enum MHD_Result MHD_add_response_header(struct MHD_Response *response,
   LAZY(MHD_add_response_header);
   return fn ? fn(response, header, content) : MHD_NO;
 }
+
+/* Only ever called on a daemon that started, so the library is loaded. */
+void MHD_suspend_connection(struct MHD_Connection *connection)
+{
+  LAZY(MHD_suspend_connection);
+  if (fn)
+    fn(connection);
+}
+
+void MHD_resume_connection(struct MHD_Connection *connection)
+{
+  LAZY(MHD_resume_connection);
+  if (fn)
+    fn(connection);
+}

@@ -1,13 +1,24 @@
 /*
  * promhttp.c: owns the metrics HTTP server (promhttp.h): listen-address
  * parsing, the listening socket, the libmicrohttpd daemon and its request
- * routing. What /metrics says and when /healthz is healthy belong to the
- * callers' callbacks; so does the wording of their error messages.
+ * routing, and the page thread. What /metrics says and when /healthz is
+ * healthy belong to the callers' callbacks; so does the wording of their
+ * error messages.
+ *
+ * Terms: the server thread is libmicrohttpd's one internal thread (epoll on
+ * Linux); it accepts, reads and writes every connection and answers
+ * /metrics and /healthz itself, from memory. A page job is one request for
+ * any other path when a page callback is set: the server thread suspends
+ * its connection and queues the job; the page thread builds the answers
+ * one at a time (the callback may wait seconds on a database) and resumes
+ * the connection. So a slow or flooded status page can delay other pages,
+ * never the health check (issue 20, finding 6).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,9 +42,43 @@ typedef int MHD_RESULT; /* before 0.9.71 handlers returned int */
 typedef enum MHD_Result MHD_RESULT;
 #endif
 
+/* Connections: in all, from one client address, and how long one may sit
+ * idle. An idle socket costs the server thread nothing but a descriptor;
+ * the limit per client keeps one client (a pod, a script) from taking
+ * every slot, so the kubelet's probe still gets in. */
+#define CONN_LIMIT 256
+#define CONN_PER_CLIENT 32
+#define CONN_IDLE_S 10
+/* Page jobs waiting or being built; beyond it a page request gets 503
+ * at once rather than a suspended connection. */
+#define PAGE_QUEUE_MAX 16
+
+/* One page request, from the server thread to the page thread and back.
+ * Owned by its connection (MHD's per-request pointer): freed by
+ * on_completed. */
+typedef struct page_job {
+  struct page_job *next;       /* (mu) in the queue */
+  struct MHD_Connection *conn; /* suspended until the answer is ready */
+  char *url;                   /* copies: the request's own strings */
+  char *auth;                  /* Authorization header, or NULL */
+  bool done;                   /* (mu) status, body, len, ctype set */
+  int status;
+  char *body; /* malloc'd; NULL: out of memory */
+  size_t len;
+  const char *ctype;
+} page_job;
+
 struct cm_promhttp {
   struct MHD_Daemon *daemon;
-  cm_promhttp_opts o; /* a copy: the daemon's thread reads it until stop */
+  cm_promhttp_opts o; /* a copy: the threads read it until stop */
+  bool paging;        /* o.page is set: mu and cv exist */
+  bool pager_started; /* pager runs (until pager_stop) */
+  pthread_t pager;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  page_job *head, *tail; /* (mu) queued, oldest first */
+  int jobs;              /* (mu) queued or being built */
+  bool stopping;         /* (mu) no new job; the queue is answered 503 */
 };
 
 /* ---- requests ---------------------------------------------------------- */
@@ -101,19 +146,18 @@ static MHD_RESULT reply_metrics(const cm_promhttp_opts *o,
   return ret;
 }
 
-/* Any other GET path, answered by o->page (promhttp.h). */
-static MHD_RESULT reply_page(const cm_promhttp_opts *o,
-                             struct MHD_Connection *conn, const char *url)
+/* A finished page job's answer (promhttp.h's page), on the server thread;
+ * the body passes to the response. */
+static MHD_RESULT reply_page(struct MHD_Connection *conn, page_job *j)
 {
   struct MHD_Response *r;
   MHD_RESULT ret;
-  char *body = NULL;
-  size_t len = 0;
-  const char *ctype = CT_TEXT;
-  const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_AUTHORIZATION);
-  int status = o->page(o->page_ud, url, auth, &body, &len, &ctype);
+  char *body = j->body;
+  size_t len = j->len;
+  const char *ctype = j->ctype ? j->ctype : CT_TEXT;
+  int status = j->status;
 
+  j->body = NULL;
   if (!body)
     return reply_static(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n",
                         NULL);
@@ -137,21 +181,166 @@ static MHD_RESULT reply_page(const cm_promhttp_opts *o,
   return ret;
 }
 
-/* libmicrohttpd calls this on its own thread for every request (first with
- * the headers, then again for each piece of a body). We answer on the first
- * call; a body, if any, is never read. */
+/* ---- the page thread --------------------------------------------------- */
+
+static void job_free(page_job *j)
+{
+  if (!j)
+    return;
+  free(j->url);
+  free(j->auth);
+  free(j->body);
+  free(j);
+}
+
+/* The page thread: builds queued jobs one at a time with o.page, which
+ * therefore runs on this thread only (its database connection is this
+ * thread's). At stop, gives what is still queued a 503 without building it
+ * and resumes its connection, so none stays suspended when the daemon
+ * stops (the daemon then closes them). */
+static void *pager_main(void *arg)
+{
+  cm_promhttp *h = arg;
+
+  pthread_mutex_lock(&h->mu);
+  for (;;) {
+    while (!h->head && !h->stopping)
+      pthread_cond_wait(&h->cv, &h->mu);
+    page_job *j = h->head;
+    if (!j)
+      break; /* stopping, and nothing left */
+    h->head = j->next;
+    if (!h->head)
+      h->tail = NULL;
+    j->next = NULL;
+    bool stopping = h->stopping;
+    pthread_mutex_unlock(&h->mu);
+
+    int status = 503;
+    char *body = NULL;
+    size_t len = 0;
+    const char *ctype = CT_TEXT;
+    if (stopping) {
+      body = strdup("shutting down\n");
+      len = body ? strlen(body) : 0;
+    } else {
+      status = h->o.page(h->o.page_ud, j->url, j->auth, &body, &len, &ctype);
+    }
+    struct MHD_Connection *conn = j->conn;
+
+    pthread_mutex_lock(&h->mu);
+    j->status = status;
+    j->body = body;
+    j->len = len;
+    j->ctype = ctype;
+    j->done = true;
+    h->jobs--;
+    pthread_mutex_unlock(&h->mu);
+    /* Not under mu: the server thread takes mu while libmicrohttpd holds
+     * its own locks. j may be freed once resumed: conn was read before. */
+    MHD_resume_connection(conn);
+    pthread_mutex_lock(&h->mu);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+/* Stop the pager once the queue is answered, and wait for it: it may be
+ * in the middle of a page build. */
+static void pager_stop(cm_promhttp *h)
+{
+  pthread_mutex_lock(&h->mu);
+  h->stopping = true;
+  pthread_cond_signal(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  pthread_join(h->pager, NULL);
+  h->pager_started = false;
+}
+
+/* A page request's first call: queue a job and suspend the connection, or
+ * answer 503 at once when the queue is full or the server stopping. */
+static MHD_RESULT page_enqueue(cm_promhttp *h, struct MHD_Connection *conn,
+                               const char *url, void **con_cls)
+{
+  const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_AUTHORIZATION);
+  page_job *j = calloc(1, sizeof *j);
+
+  if (j) {
+    j->url = strdup(url);
+    j->auth = auth ? strdup(auth) : NULL;
+  }
+  if (!j || !j->url || (auth && !j->auth)) {
+    job_free(j);
+    return reply_static(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n",
+                        NULL);
+  }
+  j->conn = conn;
+  pthread_mutex_lock(&h->mu);
+  if (h->stopping || h->jobs >= PAGE_QUEUE_MAX) {
+    bool stopping = h->stopping;
+    pthread_mutex_unlock(&h->mu);
+    job_free(j);
+    return reply_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+                        stopping ? "shutting down\n"
+                                 : "busy: too many status requests at once; "
+                                   "retry shortly\n",
+                        NULL);
+  }
+  /* Suspended before the page thread can see the job, so its resume never
+   * comes first. */
+  MHD_suspend_connection(conn);
+  *con_cls = j;
+  if (h->tail)
+    h->tail->next = j;
+  else
+    h->head = j;
+  h->tail = j;
+  h->jobs++;
+  pthread_cond_signal(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  return MHD_YES;
+}
+
+/* The request is over (answered, or its connection closed): free its job.
+ * A queued job's connection is suspended, so this never sees one. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+  (void)cls;
+  (void)conn;
+  (void)toe;
+  job_free(*con_cls);
+  *con_cls = NULL;
+}
+
+/* libmicrohttpd calls this on the server thread for every request (first
+ * with the headers, then again for each piece of a body, and once more
+ * after a resume). /metrics and /healthz are answered on the first call; a
+ * page request is queued then and answered on the call after its resume.
+ * A body, if any, is never read. */
 static MHD_RESULT on_request(void *cls, struct MHD_Connection *conn,
                              const char *url, const char *method,
                              const char *version, const char *upload_data,
                              size_t *upload_data_size, void **con_cls)
 {
-  const cm_promhttp_opts *o = &((cm_promhttp *)cls)->o;
+  cm_promhttp *h = cls;
+  const cm_promhttp_opts *o = &h->o;
   bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                 strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
   bool known = strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0;
 
-  if (!known && o->page && is_get)
-    return reply_page(o, conn, url);
+  if (!known && o->page && is_get) {
+    page_job *j = *con_cls;
+    bool done = false;
+
+    if (!j)
+      return page_enqueue(h, conn, url, con_cls);
+    pthread_mutex_lock(&h->mu);
+    done = j->done;
+    pthread_mutex_unlock(&h->mu);
+    return done ? reply_page(conn, j) : MHD_YES;
+  }
   if (!known)
     return reply_static(conn, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
   if (!is_get)
@@ -315,6 +504,20 @@ int cm_promhttp_start(cm_promhttp **out, const cm_promhttp_addr *a,
     goto sys_fail;
   }
   h->o = *o;
+  h->paging = o->page != NULL;
+  if (h->paging) {
+    if ((e = pthread_mutex_init(&h->mu, NULL)) != 0) {
+      h->paging = false;
+      errno = e;
+      goto sys_fail;
+    }
+    if ((e = pthread_cond_init(&h->cv, NULL)) != 0) {
+      pthread_mutex_destroy(&h->mu);
+      h->paging = false;
+      errno = e;
+      goto sys_fail;
+    }
+  }
   fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     goto sys_fail;
@@ -340,12 +543,24 @@ int cm_promhttp_start(cm_promhttp **out, const cm_promhttp_addr *a,
   keep = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (keep < 0 || fstat(fd, &st) != 0)
     goto sys_fail;
+  /* The pager before the daemon: once the daemon runs, a connection may be
+   * suspended, and only the pager resumes it. */
+  if (h->paging) {
+    if ((e = pthread_create(&h->pager, NULL, pager_main, h)) != 0) {
+      errno = e;
+      goto sys_fail;
+    }
+    h->pager_started = true;
+  }
   h->daemon = MHD_start_daemon(
-      MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-      on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-      MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned int)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
-      MHD_OPTION_END);
+      MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+          (h->paging ? MHD_ALLOW_SUSPEND_RESUME : 0),
+      0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+      NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+      on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned int)CONN_IDLE_S, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned int)CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      (unsigned int)CONN_PER_CLIENT, MHD_OPTION_END);
   if (!h->daemon) {
     struct stat now;
 
@@ -353,10 +568,12 @@ int cm_promhttp_start(cm_promhttp **out, const cm_promhttp_addr *a,
         now.st_ino == st.st_ino)
       close(fd); /* still ours: MHD failed before taking it */
     close(keep);
-    free(h);
-    return CM_PROMHTTP_ESTART;
+    keep = fd = -1;
+    e = CM_PROMHTTP_ESTART;
+    goto fail;
   }
   close(keep); /* the daemon owns fd from here */
+  keep = fd = -1;
   if (bound_port)
     *bound_port = got.ss_family == AF_INET6
                       ? ntohs(((struct sockaddr_in6 *)&got)->sin6_port)
@@ -368,19 +585,37 @@ sys_fail:
   e = errno;
   if (why && whylen && strerror_r(e, why, whylen) != 0)
     snprintf(why, whylen, "error %d", e);
+  e = CM_PROMHTTP_ELISTEN;
+fail:
   if (keep >= 0)
     close(keep);
   if (fd >= 0)
     close(fd);
+  if (h && h->pager_started)
+    pager_stop(h);
+  if (h && h->paging) {
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+  }
   free(h);
-  return CM_PROMHTTP_ELISTEN;
+  return e;
 }
 
 void cm_promhttp_stop(cm_promhttp *h)
 {
   if (!h)
     return;
+  /* The pager first: it resumes every queued job's connection (with a
+   * 503 the daemon may not get to send), and no job is queued after
+   * stopping is set, so nothing is left suspended (libmicrohttpd aborts on
+   * stop otherwise). */
+  if (h->pager_started)
+    pager_stop(h);
   MHD_stop_daemon(h->daemon); /* joins its thread, closes the socket */
+  if (h->paging) {
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+  }
   free(h);
 }
 

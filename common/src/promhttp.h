@@ -3,15 +3,22 @@
  * (worker/src/metrics.c) and the coordinator (coordinator/src/coord_metrics.c):
  * parses the listen address, binds it, and serves GET/HEAD /metrics from a
  * render callback and /healthz from a health callback on libmicrohttpd's
- * own thread. Other paths answer 404, other methods 405 (with Allow).
- * An IPv6 address is bound IPv6-only.
+ * own thread (the server thread). Other paths answer 404, other methods
+ * 405 (with Allow), unless a page callback answers them. An IPv6 address
+ * is bound IPv6-only.
+ *
+ * Load: page requests are built on a thread of their own, one at a time
+ * (16 at most wait; then 503), so a slow or flooded page never delays
+ * /healthz or /metrics. The server takes 256 connections, 32 per client
+ * address, and closes a connection idle for 10 s.
  *
  * Failures come back as a kind plus a detail rather than a finished
  * message, so each daemon keeps its own wording.
  *
- * Thread safety: the callbacks run on the server's thread, concurrently
- * with everything else; cm_promhttp_start and cm_promhttp_stop are the caller's
- * to serialise.
+ * Thread safety: render and healthy run on the server thread, page on the
+ * page thread (always the same one, so what it keeps, e.g. a database
+ * connection, is that thread's), each concurrently with everything else;
+ * cm_promhttp_start and cm_promhttp_stop are the caller's to serialise.
  */
 #ifndef ONCEQ_COMMON_PROMHTTP_H
 #define ONCEQ_COMMON_PROMHTTP_H
@@ -45,7 +52,8 @@ typedef struct cm_promhttp_opts {
    * (static text). authorization is the request's Authorization header or
    * NULL. A 401 gets "WWW-Authenticate: Bearer"; every answer gets
    * no-store caching and a Content-Security-Policy that allows no script
-   * and no request elsewhere. Runs on the server's thread. */
+   * and no request elsewhere. Runs on the page thread, one request at a
+   * time: it may take long without delaying /healthz or /metrics. */
   int (*page)(void *page_ud, const char *url, const char *authorization,
               char **body, size_t *len, const char **ctype);
   void *page_ud;
@@ -83,7 +91,8 @@ OQ_MUST_CHECK int cm_promhttp_serve(cm_promhttp **out, const char *addr,
                                     char *err, size_t errlen);
 
 /* Stop serving, close the socket, free h (NULL is fine). Waits for a
- * request in progress. */
+ * request in progress (a page being built, too); page requests still
+ * queued are not built, and their connections are closed. */
 void cm_promhttp_stop(cm_promhttp *h);
 
 #endif

@@ -402,7 +402,10 @@ static void lead(coord *c)
            a, b);
   }
   if (c->notifier && !signals_seen) {
-    if (co_notify_run(c->notifier, c->db, &signals_seen, &a, &b) != OQ_OK) {
+    /* one interval of webhooks per pass at most (notify.h): a slow
+     * receiver must not starve retention and schedules */
+    if (co_notify_run(c->notifier, c->db, &signals_seen, c->o.interval_ms, &a,
+                      &b) != OQ_OK) {
       if (!step_failed(c, "dead-job notification"))
         return;
     }

@@ -174,9 +174,10 @@ static bool permanent_rejection(long status)
 }
 
 oq_err co_notify_run(co_notifier *n, oq_db *db, const cm_signal_count *stop,
-                     long *sent, long *failed)
+                     int64_t budget_ms, long *sent, long *failed)
 {
   co_rows r = {0};
+  uint64_t t0 = oq_monotonic_ms();
   *sent = *failed = 0;
   if (oq_monotonic_ms() < n->next_try_ms)
     return OQ_OK; /* backing off after a failure */
@@ -190,6 +191,16 @@ oq_err co_notify_run(co_notifier *n, oq_db *db, const cm_signal_count *stop,
     char why[CURL_ERROR_SIZE + 64] = "";
     if (!id || !died || !body || !died_us)
       continue;
+    /* The budget: a slow receiver must not hold up the pass's other
+     * duties (retention, schedules). The rest stay unnotified, so the next
+     * pass reads them again, oldest first: the order holds. */
+    if (i > 0 && oq_monotonic_ms() - t0 >= (uint64_t)budget_ms) {
+      OQ_LOG(OQ_LOG_DEBUG, NULL, NULL,
+             "dead-job webhook: %lld ms spent this pass; %d item(s) left "
+             "for the next",
+             (long long)(oq_monotonic_ms() - t0), r.nrows - i);
+      break;
+    }
     long status = post(n, id, died_us, body, why, sizeof why);
     if (*stop)
       break; /* abandoned mid-request: the next leader sends it again */

@@ -27,6 +27,12 @@
  *    stops and the next one waits with capped exponential backoff (1 s
  *    doubling to 5 min, jitter), while the item stays first in line.
  *
+ * Time: a pass starts no new request once it has spent its budget (the
+ * coordinator gives it one --interval) and leaves the rest, in order, to
+ * the next pass; it sends at least one item per pass. So a slow receiver
+ * delays retention and schedules by at most the budget plus one request
+ * (--notify-timeout), not by a whole batch of requests.
+ *
  * Thread safety: a notifier (and its CURL handle) belongs to one thread.
  */
 #ifndef ONCEQ_COORD_NOTIFY_H
@@ -34,12 +40,14 @@
 
 #include "signals.h"
 #include <stddef.h>
+#include <stdint.h>
 
 #include "onceq/onceq.h"
 
 typedef struct co_notifier co_notifier;
 
-/* Items per pass: the pass also ends at the first retryable failure. */
+/* Items per pass at most: the pass also ends at the first retryable
+ * failure, and when its time budget is spent. */
 #define CO_NOTIFY_BATCH 100
 
 /*
@@ -55,14 +63,16 @@ void co_notifier_free(co_notifier *n);
 const char *co_notifier_shown_url(const co_notifier *n);
 
 /*
- * One pass, unless the backoff after a failure is still running. A request
- * in flight is abandoned within about a second of *stop becoming non-zero.
+ * One pass, unless the backoff after a failure is still running. No new
+ * request starts once budget_ms have passed since the pass began (the
+ * first always does). A request in flight is abandoned within about a
+ * second of *stop becoming non-zero.
  * *sent / *failed get the items settled and the failed attempts.
  * Database errors are returned (reported on db); HTTP failures are not
  * errors of the pass.
  */
 OQ_MUST_CHECK oq_err co_notify_run(co_notifier *n, oq_db *db,
-                                   const cm_signal_count *stop, long *sent,
-                                   long *failed);
+                                   const cm_signal_count *stop,
+                                   int64_t budget_ms, long *sent, long *failed);
 
 #endif

@@ -310,7 +310,9 @@ oq_err co_snapshot_take(oq_db *db, bool with_sessions, co_snapshot *out)
   if (e != OQ_OK)
     goto out;
 
-  qsort(ns.v, (size_t)ns.n, sizeof *ns.v, cmp_str);
+  /* no queues: ns.v is NULL, which qsort may not be given (UBSan) */
+  if (ns.n > 1)
+    qsort(ns.v, (size_t)ns.n, sizeof *ns.v, cmp_str);
   int show = ns.n < CO_MAX_QUEUES ? ns.n : CO_MAX_QUEUES;
   out->more_queues = ns.n - show;
   if (show > 0) {

@@ -19,9 +19,11 @@
  * otherwise). The page shows payloads and errors, so a coordinator bound
  * beyond 127.0.0.1 should have a token and sit behind TLS.
  *
- * Thread safety: co_status_serve runs on the HTTP server's thread; it
+ * Thread safety: co_status_serve runs on the HTTP server's page thread
+ * (promhttp.h), one request at a time and never on the thread that answers
+ * /healthz and /metrics, so a slow page cannot fail the health check; it
  * holds its own database connection (opened on first use, reopened after a
- * failure) under a mutex, never the coordinator loop's.
+ * failure), that thread's alone, never the coordinator loop's.
  */
 #ifndef ONCEQ_COORD_STATUS_PAGE_H
 #define ONCEQ_COORD_STATUS_PAGE_H

@@ -29,6 +29,8 @@ oq_add_script_test(NAME it_coord_failover SCRIPT it_failover.sh TIMEOUT 90
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_coord_retention SCRIPT it_retention.sh TIMEOUT 90 ${_n})
 oq_add_script_test(NAME it_coord_webhook SCRIPT it_webhook.sh TIMEOUT 90 ${_n})
+oq_add_script_test(NAME it_coord_webhook_slow SCRIPT it_webhook_slow.sh
+                   TIMEOUT 90 ${_n})
 oq_add_script_test(NAME it_coord_schedule SCRIPT it_schedule.sh TIMEOUT 120
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_coord_bad_input SCRIPT it_bad_input.sh TIMEOUT 60 ${_n})

@@ -7,3 +7,8 @@ oq_add_script_test(NAME it_coord_status_page SCRIPT it_status_page.sh
 oq_add_script_test(NAME it_coord_results_retention
                    SCRIPT it_results_retention.sh
                    LABELS integration TIMEOUT 90 NEEDS onceq)
+
+# /healthz and /metrics under status-page load: 64 idle sockets, page
+# loops, page builds stuck on a lock (issue 20, finding 6).
+oq_add_script_test(NAME it_coord_health_load SCRIPT it_health_load.sh
+                   LABELS integration TIMEOUT 120 NEEDS onceq)

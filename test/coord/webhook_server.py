@@ -6,20 +6,23 @@ and answers each POST:
   - 500 to the first FAIL_FIRST requests (a receiver that is down);
   - 422 when the item's payload has "reject": true (a permanent rejection);
   - 200 otherwise.
-Every request is appended to LOG_FILE as one JSON line: the status sent,
+With DELAY (seconds, default 0), each answer waits that long first (a
+slow receiver). Every request is appended to LOG_FILE as one JSON line: the status sent,
 the Idempotency-Key header, the body (parsed) and the Content-Type.
 
-usage: webhook_server.py PORT_FILE LOG_FILE FAIL_FIRST
+usage: webhook_server.py PORT_FILE LOG_FILE FAIL_FIRST [DELAY]
 Standard library only; stops on SIGTERM.
 """
 import json
 import signal
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 PORT_FILE, LOG_FILE, FAIL_FIRST = sys.argv[1], sys.argv[2], int(sys.argv[3])
 lock = threading.Lock()
+DELAY = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 served = [0]
 
 
@@ -27,6 +30,8 @@ class Hook(BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n)
+        if DELAY > 0:
+            time.sleep(DELAY)
         try:
             body = json.loads(raw)
         except ValueError:

@@ -13,14 +13,20 @@ No cluster is needed. The checks:
     probes that GET /healthz on the --metrics-addr port, ONCEQ_DATABASE_URL
     from that Secret via secretKeyRef;
   - the coordinator Deployment: `onceq coordinator`, 2 replicas, the same
-    secretKeyRef;
+    secretKeyRef; its status page (on --metrics-addr, bound to 0.0.0.0)
+    guarded by ONCEQ_STATUS_TOKEN from a Secret via secretKeyRef (not
+    optional, no literal --status-token in argv), and a liveness probe on
+    /healthz at the metrics port;
+  - no container other than the coordinator gets ONCEQ_STATUS_TOKEN (a
+    worker would hand it to its --exec children);
   - the migrate Job: `onceq migrate`, restartPolicy OnFailure or Never,
     the same secretKeyRef;
   - every workload: selector labels match the pod template, images set,
     runAsNonRoot, and no literal database URL in any env value.
 Self-tests: broken copies (a short grace period, a probe on another path,
-a literal URL, one coordinator replica, a probe on the wrong port) must
-fail. Exit 0 when all checks pass.
+a literal URL, one coordinator replica, a probe on the wrong port, a
+coordinator without its token, a token as a literal value or argument, a
+worker given the token) must fail. Exit 0 when all checks pass.
 """
 
 import copy
@@ -72,6 +78,25 @@ def secret_refs(c, name, obj, secrets):
         literal = [x.get("value") for x in ctr.get("env") or []
                    if "://" in str(x.get("value", ""))]
         c.eq(literal, [], f"{name}/{ctr.get('name')}: no literal URL in env")
+
+
+def check_status_token(c, name, ctr, secrets):
+    """The coordinator's status page shows payloads and errors: on 0.0.0.0
+    it must want a bearer token, read from a Secret."""
+    env = {e.get("name"): e for e in ctr.get("env") or []}
+    e = env.get("ONCEQ_STATUS_TOKEN") or {}
+    ref = (e.get("valueFrom") or {}).get("secretKeyRef") or {}
+    c.ok(ref.get("name") in secrets and
+         ref.get("key") in secrets.get(ref.get("name"), set()) and
+         not ref.get("optional", False),
+         f"{name}/{ctr.get('name')}: ONCEQ_STATUS_TOKEN from a Secret via "
+         "secretKeyRef (not optional)", e, sorted(
+             f"{s}/{k}" for s, ks in secrets.items() for k in ks))
+    argv = argv_of(ctr)
+    c.ok(not any(a == "--status-token" or a.startswith("--status-token=")
+                 for a in argv),
+         f"{name}/{ctr.get('name')}: no --status-token in argv (ps shows "
+         "it)", argv, "the token from the environment")
 
 
 def check_workload(c, name, obj):
@@ -155,6 +180,24 @@ def check_docs(c, docs, k8s_dir):
         secret_refs(c, name, obj, secrets)
         c.eq(obj.get("spec", {}).get("replicas"), 2,
              f"{name}: 2 replicas (one leads by lease)")
+        ctr = [x for x in pod_spec(obj)["containers"]
+               if argv_of(x)[:2] == ["onceq", "coordinator"]][0]
+        check_status_token(c, name, ctr, secrets)
+        addr = dl.metrics_addr(argv_of(ctr))
+        hg = (ctr.get("livenessProbe") or {}).get("httpGet") or {}
+        c.ok(hg.get("path") == "/healthz" and addr is not None and
+             port_number(ctr, hg.get("port")) == addr[1],
+             f"{name}: livenessProbe GETs /healthz on the metrics port",
+             (hg.get("path"), port_number(ctr, hg.get("port"))),
+             ("/healthz", addr and addr[1]))
+
+    for fname, obj in workers + jobs:
+        for ctr in containers(obj):
+            names = [e.get("name") for e in ctr.get("env") or []]
+            c.ok("ONCEQ_STATUS_TOKEN" not in names,
+                 f"{obj['metadata']['name']}/{ctr.get('name')}: no "
+                 "ONCEQ_STATUS_TOKEN (the coordinator's alone)", names,
+                 "without ONCEQ_STATUS_TOKEN")
 
     for fname, obj in jobs:
         name = obj["metadata"]["name"]
@@ -228,6 +271,52 @@ def main():
             if argv_of(x)[:2] == ["onceq", "coordinator"]:
                 obj["spec"]["replicas"] = 1
 
+    def coord_ctr(obj):
+        if obj.get("kind") != "Deployment":
+            return None
+        for x in pod_spec(obj).get("containers", []):
+            if argv_of(x)[:2] == ["onceq", "coordinator"]:
+                return x
+        return None
+
+    def no_token(obj):
+        ctr = coord_ctr(obj)
+        if ctr:
+            ctr["env"] = [e for e in ctr.get("env") or []
+                          if e.get("name") != "ONCEQ_STATUS_TOKEN"]
+
+    def literal_token(obj):
+        ctr = coord_ctr(obj)
+        if ctr:
+            ctr["env"] = [e for e in ctr.get("env") or []
+                          if e.get("name") != "ONCEQ_STATUS_TOKEN"]
+            ctr["env"].append({"name": "ONCEQ_STATUS_TOKEN",
+                               "value": "s3cret"})
+
+    def token_in_argv(obj):
+        ctr = coord_ctr(obj)
+        if ctr:
+            ctr["command"] = list(ctr["command"]) + ["--status-token", "x"]
+
+    def optional_token(obj):
+        ctr = coord_ctr(obj)
+        for e in (ctr or {}).get("env") or []:
+            if e.get("name") == "ONCEQ_STATUS_TOKEN":
+                e["valueFrom"]["secretKeyRef"]["optional"] = True
+
+    def worker_token(obj):
+        ctr = worker_ctr(obj)
+        if ctr:
+            ctr.setdefault("env", []).append(
+                {"name": "ONCEQ_STATUS_TOKEN",
+                 "valueFrom": {"secretKeyRef": {"name": "onceq-status",
+                                                "key": "token"}}})
+
+    broken("a coordinator without ONCEQ_STATUS_TOKEN", no_token)
+    broken("a literal ONCEQ_STATUS_TOKEN", literal_token)
+    broken("--status-token in argv", token_in_argv)
+    broken("an optional status-token Secret", optional_token)
+    broken("a worker with ONCEQ_STATUS_TOKEN", worker_token)
     broken("terminationGracePeriodSeconds 30", set_tgps)
     broken("a liveness probe on /metrics", probe_path)
     broken("a readiness probe on port 8080", probe_port)
