@@ -29,3 +29,8 @@ oq_add_script_test(NAME it_worker_blackhole SCRIPT it_blackhole.sh TIMEOUT 240
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_lost_claim_reply SCRIPT it_lost_claim_reply.sh
                    TIMEOUT 120 RUN_SERIAL ${_n})
+# Issue 20, finding 5: a saturated worker keeps reading its LISTEN
+# connection. RUN_SERIAL: pg_notification_queue_usage() is one figure for
+# the whole server, which other tests' listeners would move.
+oq_add_script_test(NAME it_worker_notify_backlog SCRIPT it_notify_backlog.sh
+                   TIMEOUT 90 RUN_SERIAL ${_n})
