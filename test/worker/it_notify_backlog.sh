@@ -15,8 +15,9 @@
 # each, 5,000 of them: an item for the worker and one for a neighbour queue
 # nobody serves. The enqueue trigger sends NOTIFY onceq with the queue's
 # name, and the worker's listener receives both; the neighbour's name is
-# 4,000 characters, so each notification is 4 KB and a few thousand fill
-# the socket buffers (a few MB) as hours of short ones would.
+# 4,000 characters (`onceq push` caps names at 1,000 bytes, a plain INSERT
+# does not), so each notification is 4 KB and a few thousand fill the
+# socket buffers (about 4 MB here) as hours of short ones would.
 # pg_notification_queue_usage() (a fraction of the queue's 8 GB) is
 # sampled every 100 transactions by the producer itself (paced to about
 # 2,000 a second) and once more 1 s after it ends: it must stay flat (below
