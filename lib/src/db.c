@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "test_hooks.h"
 
 struct oq_db {
   PGconn *conn;
@@ -29,6 +30,8 @@ struct oq_db {
   oq_retry_policy retry; /* restarts and reconnects */
   uint64_t rng;          /* xorshift state for jitter */
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
+  uint64_t statements;   /* statements sent on this handle, for the tests
+                            that count round trips (test_hooks.h) */
   unsigned claim_turn;   /* per-queue claims: which queue goes first */
   bool per_queue_claims; /* test hook: claim queue by queue on PG too */
   bool copy_refused;     /* await_result met a COPY: connection closed */
@@ -110,6 +113,11 @@ const char *oq_db_sqlstate(const oq_db *db)
 uint64_t oq_db_restarts(const oq_db *db)
 {
   return db->restarts;
+}
+
+uint64_t oq__db_statements(const oq_db *db)
+{
+  return db ? db->statements : 0;
 }
 
 oq_engine oq_db_engine(const oq_db *db)
@@ -546,6 +554,7 @@ static oq_err deadline_passed(oq_db *db, const char *what)
 static PGresult *exec_simple(oq_db *db, const char *sql, bool *timed_out)
 {
   *timed_out = false;
+  db->statements++;
   if (!PQsendQuery(db->conn, sql))
     return NULL;
   return await_result(db, timed_out);
@@ -594,6 +603,7 @@ static bool send_stmt(oq_db *db, const char *sql, int nparams,
                       const unsigned int *types, const char *const *params,
                       const char *name)
 {
+  db->statements++;
   return (name ? PQsendQueryPrepared(db->conn, name, nparams, params, NULL,
                                      NULL, 0)
                : PQsendQueryParams(db->conn, sql, nparams, (const Oid *)types,
@@ -813,6 +823,7 @@ static bool pipeline_send(oq_db *db, oq__pstmt *stmts, size_t from, size_t to,
   /* a flush request after each statement makes the server send each
    * result as it completes, not all at the Sync, so progress is visible and
    * the deadline is per statement */
+  db->statements += to - from;
   for (size_t i = from; i < to && ok; i++)
     ok = (i == 0 || PQsendFlushRequest(db->conn) == 1) &&
          (stmts[i].prepared
@@ -1048,6 +1059,12 @@ oq_err oq_db_listen(oq_db *db, const char *channel)
 
 oq_err oq_db_wait_notify(oq_db *db, int timeout_ms, int *notified)
 {
+  return oq__db_notifies(db, timeout_ms, NULL, NULL, notified);
+}
+
+oq_err oq__db_notifies(oq_db *db, int timeout_ms, oq__notify_fn fn, void *ud,
+                       int *notified)
+{
   *notified = 0;
   oq__db_clear(db);
   if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
@@ -1061,6 +1078,8 @@ oq_err oq_db_wait_notify(oq_db *db, int timeout_ms, int *notified)
     PGnotify *n;
     while ((n = PQnotifies(db->conn)) != NULL) {
       *notified = 1;
+      if (fn)
+        fn(ud, n->relname, n->extra ? n->extra : "");
       PQfreemem(n);
     }
     if (*notified || round == 1 || timeout_ms <= 0)

@@ -48,6 +48,15 @@ oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
                           long *affected);
 /* Reconnect with backoff until the policy's total time runs out. */
 oq_err oq__db_reconnect_patiently(oq_db *db);
+/* Called once per notification oq__db_notifies consumes: its channel and
+ * payload ("" when none), valid during the call only. */
+typedef void (*oq__notify_fn)(void *ud, const char *channel,
+                              const char *payload);
+/* oq_db_wait_notify that hands each notification to fn (may be NULL)
+ * instead of throwing its payload away. timeout_ms <= 0 never blocks: it
+ * reads what the socket holds and returns. */
+oq_err oq__db_notifies(oq_db *db, int timeout_ms, oq__notify_fn fn, void *ud,
+                       int *notified);
 /* The db's retry policy and per-connection PRNG state. */
 const oq_retry_policy *oq__db_policy(const oq_db *db);
 uint64_t *oq__db_rng(oq_db *db);

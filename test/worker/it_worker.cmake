@@ -50,3 +50,8 @@ oq_add_script_test(NAME it_worker_sql_least_priv SCRIPT it_sql_handler.sh
                    TIMEOUT 90 ${_r})
 oq_add_script_test(NAME it_worker_sql_own_row_least_priv
                    SCRIPT it_sql_own_row.sh TIMEOUT 120 ${_r})
+# Issue 20, finding 5: a saturated worker keeps reading its LISTEN
+# connection. RUN_SERIAL: pg_notification_queue_usage() is one figure for
+# the whole server, which other tests' listeners would move.
+oq_add_script_test(NAME it_worker_notify_backlog SCRIPT it_notify_backlog.sh
+                   TIMEOUT 90 RUN_SERIAL ${_n})

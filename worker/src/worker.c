@@ -4,7 +4,9 @@
  *
  * The claim loop is a state machine stepped once per turn; no turn waits
  * longer than about 250 ms (or one statement's deadline, which is shorter
- * than the fence), so signals and session changes are seen promptly.
+ * than the fence), so signals and session changes are seen promptly. Every
+ * turn, in every state, also reads what the LISTEN connection holds
+ * (drain_listener), so a busy worker never holds PostgreSQL's NOTIFY queue.
  *
  *   state      what it does                    leaves for
  *   RUNNING    sweeps when one is due, claims  DB_DOWN   a claim/sweep failed
@@ -187,6 +189,35 @@ static void relax_claim_commits(oq_db *db)
     return;
   oq_err e = oq_db_exec(db, "SET synchronous_commit = off", 0, NULL, NULL);
   (void)e; /* best effort: claims are only slower without it */
+}
+
+/*
+ * Read what the LISTEN connection holds, without blocking: called on every
+ * turn of the claim loop, whatever its state. PostgreSQL keeps one NOTIFY
+ * queue for the whole server and frees it only behind its slowest
+ * listener; a listener whose client stops reading blocks on its socket
+ * once the socket buffers fill, and under a backlog of hours the queue
+ * then fills up and every enqueue in the database fails ("too many
+ * notifications in the NOTIFY queue"). Reading on every turn (at most
+ * about 250 ms apart, or one statement's deadline) keeps this backend's
+ * position in the queue current. The
+ * notifications read here are only thrown away: a turn that read them
+ * claims after reading, and the claim sees every commit they announced.
+ * (Stopping to LISTEN while busy would cost two statements per busy
+ * spell and a wake-up that a claim then has to replace; this costs one
+ * non-blocking read.) Bounded, so a flood cannot hold the loop.
+ */
+#define WK_LISTEN_READS_MAX 1000 /* reads per turn, at most */
+
+static void drain_listener(oq_db *listen_db)
+{
+  if (!listen_db || !oq_db_connected(listen_db))
+    return;
+  for (int i = 0; i < WK_LISTEN_READS_MAX; i++) {
+    int notified = 0;
+    if (oq_db_wait_notify(listen_db, 0, &notified) != OQ_OK || !notified)
+      return; /* empty for now; a lost connection reopens when idle */
+  }
 }
 
 static oq_db *open_listener(wk *w)
@@ -599,6 +630,7 @@ static int run_loop(wk *w, oq_db *db, cm_signal_count *signals)
   relax_claim_commits(db);
   l.listen_db = l.polling ? NULL : open_listener(w);
   while (l.st != DONE) {
+    drain_listener(l.listen_db);
     take_signals(w, &l, signals);
     wk_metrics_set_healthy(
         w->m, l.st != DB_DOWN && w->current &&

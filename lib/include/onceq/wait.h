@@ -13,8 +13,11 @@
  * Every check reads the tables in ONE statement (one snapshot), so an ack
  * that rolled back is never seen: its item is still live. A waiter is
  * woken on PostgreSQL by NOTIFY onceq_finished (sent by a trigger when a
- * keep_result item leaves onceq_items; delivered at commit, so a rolled
- * back ack wakes nobody) and re-checks every 2 s anyway; on CockroachDB
+ * keep_result item leaves onceq_items, with the item's id as payload;
+ * delivered at commit, so a rolled back ack wakes nobody): it re-checks
+ * only the ids a notification names (every id when one carries no id),
+ * so other items' completions cost it no query, and re-checks every id
+ * every 2 s anyway, so a lost notification is still found. On CockroachDB
  * (no LISTEN) it polls with capped exponential backoff and jitter.
  *
  * Design: docs/design.md §4c.
