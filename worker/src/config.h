@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #define WK_MAX_QUEUES 64
+#define WK_MAX_ENV 64
 
 typedef enum wk_handler_kind {
   WK_HANDLER_NONE = 0,
@@ -27,7 +28,12 @@ typedef struct wk_config {
   int concurrency;                   /* executor threads */
   int batch;                         /* max items claimed per round */
   wk_handler_kind handler;
-  char **exec_argv;     /* --exec: NULL-terminated (into argv) */
+  char **exec_argv;      /* --exec: NULL-terminated (into argv) */
+  char *env[WK_MAX_ENV]; /* --env NAME or NAME=VALUE, repeatable (copies:
+                            a VALUE is masked in argv) */
+  size_t nenv;
+  char **exec_env;      /* --exec: the children's base environment, built by
+                           main at start-up (wk_exec_env_new); owned */
   const char *http_url; /* --http (a copy; argv is masked) */
   const char *sql;      /* --sql */
   int64_t heartbeat_interval_ms;

@@ -98,7 +98,8 @@ static void run_job(wk *w, oq_db *db, wk_http *http, wk_job *j)
   if (w->cfg->handler == WK_HANDLER_EXEC) {
     wk_exec_cfg ec = {.argv = w->cfg->exec_argv,
                       .timeout_ms = (int)w->cfg->timeout_ms,
-                      .kill_grace_ms = (int)w->cfg->kill_grace_ms};
+                      .kill_grace_ms = (int)w->cfg->kill_grace_ms,
+                      .env = w->cfg->exec_env};
     wk_exec_run(&ec, &t, r);
   } else {
     wk_http_run(http, &t, r);

@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "curlpost.h"
+#include "handler_exec.h"
 #include "lazylib.h"
 #include "logsink.h"
 #include "metrics.h"
@@ -58,6 +59,16 @@ int main(int argc, char **argv)
     return p < 0 ? 2 : 0;
   }
   cm_logsink_install((oq_log_level)cfg.log_level, cfg.log_json);
+  /* before any thread (it reads environ), after the log sink (it warns
+   * about --env names that are unset or carry credentials) */
+  if (cfg.handler == WK_HANDLER_EXEC) {
+    cfg.exec_env = wk_exec_env_new((const char *const *)cfg.env, cfg.nenv);
+    if (!cfg.exec_env) {
+      usage_line("out of memory");
+      wk_config_free(&cfg);
+      return 1;
+    }
+  }
   cm_signals_install(&signals_seen);
   /* only the HTTP handler uses libcurl's transfers: its TLS set-up costs
    * about 3 MiB of resident memory that an --sql or --exec worker does
