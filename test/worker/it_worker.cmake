@@ -29,3 +29,5 @@ oq_add_script_test(NAME it_worker_blackhole SCRIPT it_blackhole.sh TIMEOUT 240
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_lost_claim_reply SCRIPT it_lost_claim_reply.sh
                    TIMEOUT 120 RUN_SERIAL ${_n})
+oq_add_script_test(NAME it_worker_fence_grace SCRIPT it_fence_grace.sh
+                   TIMEOUT 60 ${_n})

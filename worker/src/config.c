@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "executor.h"
 #include "flags.h"
 #include "handler_exec.h"
 #include "onceq/onceq.h"
@@ -345,7 +346,8 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
   }
   oq_session_opts so = {.heartbeat_interval_ms =
                             (int)cfg->heartbeat_interval_ms,
-                        .expiry_ms = (int)cfg->session_expiry_ms};
+                        .expiry_ms = (int)cfg->session_expiry_ms,
+                        .fence_margin_ms = wk_fence_margin_ms(cfg)};
   if (cfg->heartbeat_interval_ms > 3600000 ||
       cfg->session_expiry_ms > 86400000 ||
       oq_session_validate(&so, err, errlen) != OQ_OK) {
@@ -363,6 +365,27 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
   if (cfg->nqueues == 0)
     cfg->queues[cfg->nqueues++] = OQ_DEFAULT_QUEUE;
   return 0;
+}
+
+int wk_fence_margin_ms(const wk_config *cfg)
+{
+  if (cfg->handler != WK_HANDLER_EXEC)
+    return OQ_FENCE_MARGIN_MS;
+  int64_t m = cfg->kill_grace_ms + WK_FENCE_SLACK_MS;
+  int64_t most = cfg->session_expiry_ms - 3 * cfg->heartbeat_interval_ms;
+  if (m > most)
+    m = most;
+  if (m < OQ_FENCE_MARGIN_MS)
+    m = OQ_FENCE_MARGIN_MS;
+  return m > INT32_MAX ? INT32_MAX : (int)m;
+}
+
+int wk_fence_grace_ms(const wk_config *cfg)
+{
+  int64_t g = wk_fence_margin_ms(cfg) - WK_FENCE_SLACK_MS;
+  if (g > cfg->kill_grace_ms)
+    g = cfg->kill_grace_ms;
+  return g > 0 ? (int)g : 0;
 }
 
 void wk_config_free(wk_config *cfg)

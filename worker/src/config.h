@@ -67,4 +67,19 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
                     size_t errlen);
 void wk_config_free(wk_config *cfg);
 
+/*
+ * The session's fence margin (docs/design.md §4a: it covers the kill grace
+ * of children). --exec: --kill-grace + WK_FENCE_SLACK_MS, so that a child
+ * SIGTERMed at the fence keeps its whole grace before the SIGKILL that
+ * comes WK_KILL_BEFORE_EXPIRY_MS before the expiry; at least
+ * OQ_FENCE_MARGIN_MS, at most expiry - 3 x heartbeat interval (a fence
+ * never engages before three beats in a row failed to land; the expiry is
+ * at least 3 x interval + 1 s, so that bound is never below the default).
+ * --http and --sql start no child: OQ_FENCE_MARGIN_MS.
+ */
+int wk_fence_margin_ms(const wk_config *cfg);
+/* What an --exec child gets between SIGTERM and SIGKILL when its session
+ * is fenced: --kill-grace, or less when the margin above was capped. */
+int wk_fence_grace_ms(const wk_config *cfg);
+
 #endif

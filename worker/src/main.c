@@ -59,16 +59,6 @@ int main(int argc, char **argv)
     return p < 0 ? 2 : 0;
   }
   cm_logsink_install((oq_log_level)cfg.log_level, cfg.log_json);
-  /* before any thread (it reads environ), after the log sink (it warns
-   * about --env names that are unset or carry credentials) */
-  if (cfg.handler == WK_HANDLER_EXEC) {
-    cfg.exec_env = wk_exec_env_new((const char *const *)cfg.env, cfg.nenv);
-    if (!cfg.exec_env) {
-      usage_line("out of memory");
-      wk_config_free(&cfg);
-      return 1;
-    }
-  }
   cm_signals_install(&signals_seen);
   /* only the HTTP handler uses libcurl's transfers: its TLS set-up costs
    * about 3 MiB of resident memory that an --sql or --exec worker does
@@ -91,6 +81,16 @@ int main(int argc, char **argv)
   if (rc != 0) {
     usage_line(err);
     goto out;
+  }
+  /* after the start-up checks, so that a usage error stays one line;
+   * before the threads (it reads environ, and nobody may setenv then) */
+  if (cfg.handler == WK_HANDLER_EXEC) {
+    cfg.exec_env = wk_exec_env_new((const char *const *)cfg.env, cfg.nenv);
+    if (!cfg.exec_env) {
+      usage_line("out of memory");
+      rc = 1;
+      goto out;
+    }
   }
   rc = 1;
   m = wk_metrics_new();
