@@ -62,8 +62,8 @@ oq_err oq_session_validate(const oq_session_opts *opts, char *errbuf,
     snprintf(buf, sizeof buf,
              "fence margin %d ms leaves less than two heartbeat intervals "
              "(%d ms) before the fence of a %d ms session expiry; raise "
-             "--session-expiry or lower --kill-grace / "
-             "--heartbeat-interval",
+             "the session expiry or lower the fence margin or the "
+             "heartbeat interval",
              margin, 2 * interval, expiry);
     msg = buf;
   }

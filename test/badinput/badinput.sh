@@ -251,6 +251,30 @@ worker_case "worker --log-level verbose" 2 '^onceq-worker: --log-level verbose i
   --log-level verbose --sql 'select 1'
 worker_case "worker --exec then --sql= (two handlers)" 2 'more than one handler' \
   --exec /bin/true --sql='select 1'
+# --env (issue 20): a bad name is named with the fix, its value never echoed
+worker_case "worker --env 1ABC" 2 \
+  '^onceq-worker: --env 1ABC: a variable name is letters, digits and _, not starting with a digit; write --env NAME or --env NAME=VALUE$' \
+  --env 1ABC --exec /bin/true
+worker_case "worker --env 'MY-TOKEN=<secret>'" 2 \
+  '^onceq-worker: --env MY-TOKEN: a variable name is letters' \
+  --env "MY-TOKEN=$SECRET" --exec /bin/true
+worker_case "worker --env=' X=<secret>'" 2 '^onceq-worker: --env  X: a variable name' \
+  --env=" X=$SECRET" --exec /bin/true
+worker_case "worker --env =value" 2 '^onceq-worker: --env =\.\.\.: a variable name' \
+  --env "=$SECRET" --exec /bin/true
+worker_case "worker --env ''" 2 '^onceq-worker: --env =\.\.\.: a variable name' \
+  --env '' --exec /bin/true
+worker_case "worker --env ONCEQ_ITEM_ID=x" 2 \
+  '^onceq-worker: --env ONCEQ_ITEM_ID: the worker sets ONCEQ_ITEM_ID for each item; choose another name$' \
+  --env ONCEQ_ITEM_ID=x --exec /bin/true
+worker_case "worker --env ONCEQ_ATTEMPT" 2 '^onceq-worker: --env ONCEQ_ATTEMPT: the worker sets' \
+  --env ONCEQ_ATTEMPT --exec /bin/true
+worker_case "worker --env with --sql" 2 \
+  '^onceq-worker: --env A passes a variable to --exec children; --http and --sql start none' \
+  --env A=1 --sql 'select 1'
+worker_case "worker --env with no value" 2 '^onceq-worker: --env needs a value' --env
+worker_case "worker --env with --http" 2 \
+  '^onceq-worker: --env A passes a variable to --exec children' --env A --http http://127.0.0.1:1/
 
 # ---- --sql checked at start-up: PREPARE, never run ---------------------------
 worker_case "--sql empty" 2 '^onceq-worker: --sql is empty; give one statement' --sql ''

@@ -20,6 +20,7 @@
 #define TEST_ID "11111111-2222-3333-4444-555555555555"
 
 static char tmpdir[64]; /* scratch directory of this run */
+static char **base_env; /* wk_exec_env_new's, built in main */
 
 typedef struct run_out {
   int rc;
@@ -44,7 +45,7 @@ static oq_item make_item(const char *id, const char *queue, char *payload,
 static void run(char *const *argv, int timeout_ms, int grace_ms,
                 const oq_item *it, wk_cancel_fn cancel, void *ctx, run_out *o)
 {
-  wk_exec_cfg cfg = {argv, timeout_ms, grace_ms};
+  wk_exec_cfg cfg = {argv, timeout_ms, grace_ms, base_env};
   wk_task t = {.item = it,
                .session_id = "session-1",
                .cancelled = cancel,
@@ -119,6 +120,39 @@ static bool process_gone(pid_t pid, int max_ms)
   }
 }
 
+/*
+ * The handler environment (issue 20): main put secrets in our environment
+ * (as the systemd units' env file does) and built the base with --env
+ * OQT_INHERITED, OQT_SET=a=b, OQT_UNSET, PATH=/usr/bin:/bin, LANG=C. The
+ * child sees the base variables, the --env ones and its item's, and none
+ * of the worker's credentials or other variables.
+ */
+static void test_environment(void)
+{
+  run_out o;
+  run_sh("tr '\\0' '\\n' < /proc/$$/environ | sort", 5000, 0, NULL, &o);
+  ASSERT_EQ(o.r.outcome, WK_OK);
+  ASSERT_STREQ(o.r.output, "HOME=/home/oqt\n"
+                           "LANG=C\n"
+                           "LC_TIME=C\n"
+                           "ONCEQ_ATTEMPT=1\n"
+                           "ONCEQ_ITEM_ID=" TEST_ID "\n"
+                           "ONCEQ_QUEUE=q1\n"
+                           "OQT_INHERITED=yes\n"
+                           "OQT_SET=a=b\n"
+                           "PATH=/usr/bin:/bin\n"
+                           "TZ=UTC\n");
+  /* no base (a caller that built none): the item's variables alone */
+  char *argv[] = {"sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ | sort", NULL};
+  oq_item it = make_item(TEST_ID, "q1", NULL, 3);
+  wk_exec_cfg cfg = {argv, 5000, 0, NULL};
+  wk_task t = {.item = &it, .session_id = "s"};
+  ASSERT_EQ(wk_exec_run(&cfg, &t, &o.r), 0);
+  ASSERT_STREQ(o.r.output, "ONCEQ_ATTEMPT=3\n"
+                           "ONCEQ_ITEM_ID=" TEST_ID "\n"
+                           "ONCEQ_QUEUE=q1\n");
+}
+
 /* Payload on stdin, id last argument, the three variables set. */
 static void test_stdin_argv_env(void)
 {
@@ -146,7 +180,8 @@ static void test_stdin_argv_env(void)
   ASSERT_EQ(o.r.outcome, WK_OK);
   ASSERT_STREQ(o.r.output, "<a><b c><" TEST_ID ">");
 
-  /* An inherited ONCEQ_QUEUE (main sets "stale") is replaced, not doubled.
+  /* An inherited ONCEQ_QUEUE (main sets "stale") is not passed on: the
+   * item's own is there once.
    * Read the raw exec environment: the shell would merge duplicates. */
   run_sh("tr '\\0' '\\n' < /proc/$$/environ | grep '^ONCEQ_QUEUE='", 5000, 0,
          NULL, &o);
@@ -309,7 +344,7 @@ static void test_cannot_run(void)
   ASSERT(ends_with(o.r.error, ": Permission denied"));
   unlink(file);
 
-  wk_exec_cfg empty = {NULL, 0, 0};
+  wk_exec_cfg empty = {NULL, 0, 0, NULL};
   wk_task t = {.item = &it, .session_id = "s"};
   ASSERT_EQ(wk_exec_run(&empty, &t, &o.r), -1);
   ASSERT_EQ(o.r.outcome, WK_FAILED);
@@ -493,7 +528,7 @@ static void test_cancel(void)
                     .start_ms = oq_monotonic_ms(),
                     .after_ms = 100,
                     .kill_after_ms = 500};
-  wk_exec_cfg kcfg = {argv, 0, 20000};
+  wk_exec_cfg kcfg = {argv, 0, 20000, base_env};
   wk_task kt = {.item = &it,
                 .session_id = "session-1",
                 .cancelled = cancel_after,
@@ -730,10 +765,32 @@ int main(void)
   snprintf(tmpdir, sizeof tmpdir, "/tmp/oq-exec-test-XXXXXX");
   ASSERT(mkdtemp(tmpdir) != NULL);
   ASSERT_EQ(atexit(remove_tmpdir), 0);
-  /* Before any thread: the handler copies the environment. */
-  ASSERT_EQ(setenv("OQT_INHERITED", "yes", 1), 0);
-  ASSERT_EQ(setenv("ONCEQ_QUEUE", "stale", 1), 0);
+  /* Before any thread: the handler's base environment is built from ours
+   * (test_environment says what the child must see of it). */
+  ASSERT_EQ(clearenv(), 0);
+  static const char *const env[][2] = {
+      {"OQT_INHERITED", "yes"},
+      {"ONCEQ_QUEUE", "stale"},
+      {"ONCEQ_DATABASE_URL", "postgresql://u:secret1@h/db"},
+      {"DATABASE_URL", "postgresql://u:secret2@h/db"},
+      {"PGPASSWORD", "secret3"},
+      {"ONCEQ_STATUS_TOKEN", "secret4"},
+      {"OQT_OTHER", "other"},
+      {"LD_PRELOAD", ""},
+      {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+      {"HOME", "/home/oqt"},
+      {"LANG", "en_US.UTF-8"},
+      {"LC_TIME", "C"},
+      {"TZ", "UTC"},
+  };
+  for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+    ASSERT_EQ(setenv(env[i][0], env[i][1], 1), 0);
+  const char *specs[] = {"OQT_INHERITED", "OQT_SET=a=b", "OQT_UNSET",
+                         "PATH=/usr/bin:/bin", "LANG=C"};
+  base_env = wk_exec_env_new(specs, sizeof specs / sizeof specs[0]);
+  ASSERT(base_env != NULL);
 
+  test_environment();
   test_stdin_argv_env();
   test_exit_status();
   test_chatty_child();
@@ -750,6 +807,7 @@ int main(void)
   test_fds_cloexec();
   test_threads();
 
+  wk_exec_env_free(base_env);
   printf("ok\n");
   return 0;
 }

@@ -10,3 +10,5 @@ oq_add_test(unit_worker_http_handler LABEL unit TIMEOUT 60 SOURCES http_handler.
 # daemons load the library on first use: common/src/lazylib.h)
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 target_link_libraries(unit_worker_http_handler PRIVATE onceq_worker_core PkgConfig::MHD)
+# its getaddrinfo wrapper must be the one the dlopen'ed libcurl calls
+set_target_properties(unit_worker_http_handler PROPERTIES ENABLE_EXPORTS ON)

@@ -14,8 +14,15 @@
  *   /slow      200 after 2 s         /big     200, 14 KB body
  *   /binary    200, a body with a NUL and an invalid UTF-8 byte
  *   /500long   500, a body that fills the error to a cut character
+ *
+ * getaddrinfo is wrapped (below; the test is linked with ENABLE_EXPORTS so
+ * that the dlopen'ed libcurl finds this one): the name SLOW_HOST takes
+ * SLOW_DNS_MS to fail, like a resolver that gets no answer.
  */
+#define _GNU_SOURCE /* RTLD_NEXT */
 #include <arpa/inet.h>
+#include <dlfcn.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -327,6 +334,32 @@ static void server_stop(void)
   MHD_stop_daemon(g_daemon);
   g_daemon = NULL;
   log_reset();
+}
+
+/* ---- a slow resolver ---------------------------------------------------- */
+
+#define SLOW_HOST "slow-dns.onceq-test"
+#define SLOW_DNS_MS 3000
+static atomic_int g_slow_lookups_done;
+
+int getaddrinfo(const char *node, const char *service,
+                const struct addrinfo *hints, struct addrinfo **res)
+{
+  if (node && strcmp(node, SLOW_HOST) == 0) {
+    oqt_sleep_ms(SLOW_DNS_MS);
+    atomic_fetch_add(&g_slow_lookups_done, 1);
+    return EAI_AGAIN;
+  }
+  static _Atomic(void *) real;
+  void *fn = atomic_load(&real);
+  if (!fn) {
+    fn = dlsym(RTLD_NEXT, "getaddrinfo");
+    atomic_store(&real, fn);
+  }
+  if (!fn)
+    return EAI_SYSTEM;
+  return ((int (*)(const char *, const char *, const struct addrinfo *,
+                   struct addrinfo **))fn)(node, service, hints, res);
 }
 
 /* ---- client helpers ---------------------------------------------------- */
@@ -693,6 +726,37 @@ static void test_cancel(void)
   wk_http_free(h);
 }
 
+/* Cancelled while the name is still being resolved: abandoned within the
+ * cancel check's period, not when the lookup ends (libcurl's threaded
+ * resolver: removing the transfer joined the lookup's thread). */
+static void test_cancel_during_dns(void)
+{
+  char url[128];
+  snprintf(url, sizeof url, "http://%s:%d/ok", SLOW_HOST, g_port);
+  wk_http_cfg cfg = {.url = url, .timeout_ms = 30000};
+  wk_http *h = wk_http_new(&cfg);
+  ASSERT(h != NULL);
+  wk_result r;
+  cancel_ctx cc;
+  cancel_ctx_init(&cc, 300);
+  long t0 = now_ms();
+  post(h, ID1, "q", 1, "{}", cancel_check, &cc, &r);
+  long took = now_ms() - t0;
+  ASSERT_EQ(r.outcome, WK_ABANDONED);
+  ASSERT_LE(300, took);
+  ASSERT_LE(took, 1500); /* the lookup takes SLOW_DNS_MS (3 s) */
+  wk_http_free(h);
+  /* The lookup's thread ends by itself; wait for it, so that nothing of
+   * it is left when the test exits (leak checks, TSan). */
+  for (int i = 0; i < SLOW_DNS_MS / 10 + 300; i++) {
+    if (atomic_load(&g_slow_lookups_done) == 1)
+      break;
+    oqt_sleep_ms(10);
+  }
+  ASSERT_EQ(atomic_load(&g_slow_lookups_done), 1);
+  oqt_sleep_ms(100); /* its clean-up after getaddrinfo returned */
+}
+
 typedef struct worker_arg {
   int n;         /* thread number */
   int ok;        /* requests that came back right */
@@ -766,6 +830,7 @@ int main(void)
   test_transport_failures();
   test_header_injection();
   test_cancel();
+  test_cancel_during_dns();
   test_threads();
 
   server_stop();

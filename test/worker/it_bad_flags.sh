@@ -131,6 +131,25 @@ if [ -n "$port" ] && [ -n "$host" ] && [ -n "$user" ]; then
 else
   oq_log "admin DSN is not key=value with host/port/user; password run skipped"
 fi
+
+# ---- --env NAME=VALUE (issue 20): the value leaves argv, and the log
+"$ONCEQ_WORKER" --db "$OQ_DSN" --log-level debug --env "OQT_TOKEN=$SECRET" \
+  --env=OQT_B="$SECRET" --exec /bin/true >"$OQ_TMP/run-env.log" 2>&1 </dev/null &
+pid=$!
+OQ_PIDS+=("$pid")
+up() { [ "$(oq_session_count_for_pid "$pid")" = 1 ]; }
+oq_wait_until 10 "the worker with --env NAME=VALUE to register" up
+cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+oq_log "running worker's cmdline (--env): $cmdline"
+case "$cmdline" in
+*"$SECRET"*) oq_fail "an --env value shows in /proc/$pid/cmdline: $cmdline" ;;
+esac
+oq_contains "the cmdline" "$cmdline" "--env OQT_TOKEN=*** "
+oq_stop "$pid" 10
+oq_check "exit code (--env NAME=VALUE)" "$OQ_RC" 0
+if grep -q "$SECRET" "$OQ_TMP/run-env.log"; then
+  oq_fail "an --env value shows in the log: $(grep "$SECRET" "$OQ_TMP/run-env.log" | head -3)"
+fi
 if [ ${#PROBLEMS[@]} -gt 0 ]; then
   oq_fail "$NCASES usage cases, ${#PROBLEMS[@]} problem(s):$(printf '\n  - %s' "${PROBLEMS[@]}")"
 fi

@@ -55,3 +55,5 @@ oq_add_script_test(NAME it_worker_sql_own_row_least_priv
 # the whole server, which other tests' listeners would move.
 oq_add_script_test(NAME it_worker_notify_backlog SCRIPT it_notify_backlog.sh
                    TIMEOUT 90 RUN_SERIAL ${_n})
+oq_add_script_test(NAME it_worker_fence_grace SCRIPT it_fence_grace.sh
+                   TIMEOUT 60 ${_n})

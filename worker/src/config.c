@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "config.h"
+#include "executor.h"
 #include "flags.h"
+#include "handler_exec.h"
 #include "onceq/onceq.h"
 
 typedef enum opt_kind {
@@ -71,7 +73,13 @@ static const char usage_head[] =
     "\n"
     "options:\n" CM_FLAGS_HELP_DB
     "  --queue Q            queue to work (repeatable; default: "
-    "default)\n" CM_FLAGS_HELP_LOG;
+    "default)\n"
+    "  --env NAME[=VALUE]   --exec children get NAME: the worker's value, or\n"
+    "                       VALUE (repeatable, before --exec). Else they get\n"
+    "                       only PATH HOME USER LOGNAME SHELL TERM LANG\n"
+    "                       LANGUAGE LC_* TZ TMPDIR of the worker's and the\n"
+    "                       item's ONCEQ_ITEM_ID ONCEQ_QUEUE "
+    "ONCEQ_ATTEMPT\n" CM_FLAGS_HELP_LOG;
 
 static void print_usage(void)
 {
@@ -106,6 +114,49 @@ static int set_handler(wk_config *cfg, wk_handler_kind k, const char *flag,
                "of --exec, --http, --sql%s",
                flag, NULL);
   cfg->handler = k;
+  return 0;
+}
+
+/*
+ * --env SPEC: NAME or NAME=VALUE, NAME a portable variable name that the
+ * worker does not set itself. A VALUE may be a secret: it is copied and
+ * masked in argv (ps shows NAME=***), and never echoed in an error.
+ */
+static int add_env(wk_config *cfg, char *val, char *err, size_t errlen)
+{
+  char *eq = strchr(val, '=');
+  size_t n = eq ? (size_t)(eq - val) : strlen(val);
+  char name[65];
+  snprintf(name, sizeof name, "%.*s", (int)(n < 64 ? n : 64), val);
+  bool ok = n > 0 && !(val[0] >= '0' && val[0] <= '9');
+  for (size_t k = 0; ok && k < n; k++) {
+    char ch = val[k];
+    ok = ch == '_' || (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+         (ch >= '0' && ch <= '9');
+  }
+  if (!ok)
+    return bad(err, errlen,
+               "--env %s: a variable name is letters, digits and _, not "
+               "starting with a digit; write --env NAME or --env "
+               "NAME=VALUE%s",
+               n ? name : "=...", NULL);
+  if (wk_exec_env_is_item_name(val, n))
+    return bad(err, errlen,
+               "--env %s: the worker sets %s for each item; choose another "
+               "name",
+               name, name);
+  if (cfg->nenv >= WK_MAX_ENV)
+    return bad(err, errlen, "too many --env flags (max 64)%s%s", "", NULL);
+  char *copy = strdup(val);
+  if (!copy)
+    return bad(err, errlen, "out of memory%s%s", "", NULL);
+  cfg->env[cfg->nenv++] = copy;
+  if (eq && eq[1]) {
+    /* out of ps: NAME=*** (the rest of the old value's bytes zeroed) */
+    size_t vlen = strlen(eq + 1);
+    memset(eq + 1, 0, vlen);
+    memcpy(eq + 1, "***", vlen < 3 ? vlen : 3);
+  }
   return 0;
 }
 
@@ -201,7 +252,8 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     }
     /* everything below takes one value */
     int takes_value = strcmp(a, "--db") == 0 || strcmp(a, "--queue") == 0 ||
-                      strcmp(a, "--http") == 0 || strcmp(a, "--sql") == 0 ||
+                      strcmp(a, "--env") == 0 || strcmp(a, "--http") == 0 ||
+                      strcmp(a, "--sql") == 0 ||
                       strcmp(a, "--log-level") == 0 ||
                       strcmp(a, "--log-format") == 0;
     const opt *o = NULL;
@@ -232,6 +284,9 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
       if (!*val)
         return bad(err, errlen, "--queue needs a non-empty name%s%s", "", NULL);
       cfg->queues[cfg->nqueues++] = val;
+    } else if (strcmp(a, "--env") == 0) {
+      if (add_env(cfg, (char *)val, err, errlen) != 0)
+        return -1;
     } else if (strcmp(a, "--http") == 0) {
       if (set_handler(cfg, WK_HANDLER_HTTP, a, err, errlen))
         return -1;
@@ -281,9 +336,18 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
                "no handler given; add one of --exec CMD, --http URL or --sql "
                "STATEMENT%s%s",
                "", NULL);
+  if (cfg->nenv > 0 && cfg->handler != WK_HANDLER_EXEC) {
+    /* the name only: a value may be a secret */
+    snprintf(err, errlen,
+             "--env %.*s passes a variable to --exec children; --http and "
+             "--sql start none, so drop it",
+             (int)strcspn(cfg->env[0], "="), cfg->env[0]);
+    return -1;
+  }
   oq_session_opts so = {.heartbeat_interval_ms =
                             (int)cfg->heartbeat_interval_ms,
-                        .expiry_ms = (int)cfg->session_expiry_ms};
+                        .expiry_ms = (int)cfg->session_expiry_ms,
+                        .fence_margin_ms = wk_fence_margin_ms(cfg)};
   if (cfg->heartbeat_interval_ms > 3600000 ||
       cfg->session_expiry_ms > 86400000 ||
       oq_session_validate(&so, err, errlen) != OQ_OK) {
@@ -303,10 +367,36 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
   return 0;
 }
 
+int wk_fence_margin_ms(const wk_config *cfg)
+{
+  if (cfg->handler != WK_HANDLER_EXEC)
+    return OQ_FENCE_MARGIN_MS;
+  int64_t m = cfg->kill_grace_ms + WK_FENCE_SLACK_MS;
+  int64_t most = cfg->session_expiry_ms - 3 * cfg->heartbeat_interval_ms;
+  if (m > most)
+    m = most;
+  if (m < OQ_FENCE_MARGIN_MS)
+    m = OQ_FENCE_MARGIN_MS;
+  return m > INT32_MAX ? INT32_MAX : (int)m;
+}
+
+int wk_fence_grace_ms(const wk_config *cfg)
+{
+  int64_t g = wk_fence_margin_ms(cfg) - WK_FENCE_SLACK_MS;
+  if (g > cfg->kill_grace_ms)
+    g = cfg->kill_grace_ms;
+  return g > 0 ? (int)g : 0;
+}
+
 void wk_config_free(wk_config *cfg)
 {
   free(cfg->db);
   cfg->db = NULL;
   free((char *)cfg->http_url);
   cfg->http_url = NULL;
+  for (size_t i = 0; i < cfg->nenv; i++)
+    free(cfg->env[i]);
+  cfg->nenv = 0;
+  wk_exec_env_free(cfg->exec_env);
+  cfg->exec_env = NULL;
 }

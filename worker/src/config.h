@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #define WK_MAX_QUEUES 64
+#define WK_MAX_ENV 64
 
 typedef enum wk_handler_kind {
   WK_HANDLER_NONE = 0,
@@ -27,7 +28,12 @@ typedef struct wk_config {
   int concurrency;                   /* executor threads */
   int batch;                         /* max items claimed per round */
   wk_handler_kind handler;
-  char **exec_argv;     /* --exec: NULL-terminated (into argv) */
+  char **exec_argv;      /* --exec: NULL-terminated (into argv) */
+  char *env[WK_MAX_ENV]; /* --env NAME or NAME=VALUE, repeatable (copies:
+                            a VALUE is masked in argv) */
+  size_t nenv;
+  char **exec_env;      /* --exec: the children's base environment, built by
+                           main at start-up (wk_exec_env_new); owned */
   const char *http_url; /* --http (a copy; argv is masked) */
   const char *sql;      /* --sql */
   int64_t heartbeat_interval_ms;
@@ -60,5 +66,20 @@ typedef struct wk_config {
 int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
                     size_t errlen);
 void wk_config_free(wk_config *cfg);
+
+/*
+ * The session's fence margin (docs/design.md §4a: it covers the kill grace
+ * of children). --exec: --kill-grace + WK_FENCE_SLACK_MS, so that a child
+ * SIGTERMed at the fence keeps its whole grace before the SIGKILL that
+ * comes WK_KILL_BEFORE_EXPIRY_MS before the expiry; at least
+ * OQ_FENCE_MARGIN_MS, at most expiry - 3 x heartbeat interval (a fence
+ * never engages before three beats in a row failed to land; the expiry is
+ * at least 3 x interval + 1 s, so that bound is never below the default).
+ * --http and --sql start no child: OQ_FENCE_MARGIN_MS.
+ */
+int wk_fence_margin_ms(const wk_config *cfg);
+/* What an --exec child gets between SIGTERM and SIGKILL when its session
+ * is fenced: --kill-grace, or less when the margin above was capped. */
+int wk_fence_grace_ms(const wk_config *cfg);
 
 #endif

@@ -62,15 +62,62 @@ static void observe_latency(wk *w, const wk_job *j)
                        (double)(now_us - j->item.enqueued_at_us) / 1e6);
 }
 
+/* An executor's --http client (wk_http_new), NULL while it cannot be set
+ * up (out of memory), and how many jobs in a row found it so. */
+typedef struct http_slot {
+  wk_http *h;
+  int failures;
+} http_slot;
+
+static wk_http *http_new(const wk *w)
+{
+  wk_http_cfg hc = {.url = w->cfg->http_url,
+                    .timeout_ms = (int)w->cfg->timeout_ms,
+                    .insecure = w->cfg->insecure};
+  return wk_http_new(&hc);
+}
+
+/*
+ * Before an --http job: the client, created again if it could not be
+ * before. NULL when it still cannot be: the job is released, not failed
+ * (the item is not at fault, and another executor or worker may run it),
+ * after a pause that grows with the failures in a row, so a worker out of
+ * memory does not claim and release in a loop.
+ */
+static wk_http *http_for(wk *w, oq_db *db, http_slot *hs, wk_job *j,
+                         uint64_t *rng)
+{
+  if (!hs->h)
+    hs->h = http_new(w);
+  if (hs->h) {
+    hs->failures = 0;
+    return hs->h;
+  }
+  hs->failures++;
+  OQ_LOG(OQ_LOG_WARN, oq_session_id(j->g->session), j->item.id,
+         "cannot set up the HTTP client (out of memory); item released, "
+         "not failed");
+  wk_settle_release(w, db, j);
+  wk_job_free(w, j);
+  wk_retry_pause(hs->failures, rng);
+  return NULL;
+}
+
 /* Run one job and settle it. Frees j unless the acker took it. */
-static void run_job(wk *w, oq_db *db, wk_http *http, wk_job *j)
+static void run_job(wk *w, oq_db *db, http_slot *hs, wk_job *j, uint64_t *rng)
 {
   const char *sid = oq_session_id(j->g->session);
+  wk_http *http = NULL;
   if (atomic_load(&w->draining) || atomic_load(&w->hard_stop) ||
       oq_session_state_get(j->g->session) != OQ_SESSION_LIVE) {
     wk_settle_release(w, db, j);
     wk_job_free(w, j);
     return;
+  }
+  if (w->cfg->handler == WK_HANDLER_HTTP) {
+    http = http_for(w, db, hs, j, rng);
+    if (!http)
+      return;
   }
   observe_latency(w, j);
   OQ_LOG(OQ_LOG_DEBUG, sid, j->item.id, "start attempt %d/%d queue=%s",
@@ -98,7 +145,8 @@ static void run_job(wk *w, oq_db *db, wk_http *http, wk_job *j)
   if (w->cfg->handler == WK_HANDLER_EXEC) {
     wk_exec_cfg ec = {.argv = w->cfg->exec_argv,
                       .timeout_ms = (int)w->cfg->timeout_ms,
-                      .kill_grace_ms = (int)w->cfg->kill_grace_ms};
+                      .kill_grace_ms = (int)w->cfg->kill_grace_ms,
+                      .env = w->cfg->exec_env};
     wk_exec_run(&ec, &t, r);
   } else {
     wk_http_run(http, &t, r);
@@ -231,15 +279,13 @@ void *wk_executor_main(void *arg)
     if (d > o.deadline_ms)
       o.deadline_ms = d > INT32_MAX ? INT32_MAX : (int)d;
   }
-  wk_http *http = NULL;
+  http_slot hs = {NULL, 0};
   uint64_t restarts_seen = 0;
   uint64_t rng = oq_backoff_seed();
-  if (w->cfg->handler == WK_HANDLER_HTTP) {
-    wk_http_cfg hc = {.url = w->cfg->http_url,
-                      .timeout_ms = (int)w->cfg->timeout_ms,
-                      .insecure = w->cfg->insecure};
-    http = wk_http_new(&hc);
-  }
+  /* now, so the first item finds a warm handle; if this fails, each job
+   * tries again (http_for) */
+  if (w->cfg->handler == WK_HANDLER_HTTP)
+    hs.h = http_new(w);
   bool batched = w->cfg->handler == WK_HANDLER_SQL && !w->cfg->sql_per_item &&
                  w->cfg->batch > 1;
   size_t max = batched ? (size_t)w->cfg->batch : 1;
@@ -261,7 +307,7 @@ void *wk_executor_main(void *arg)
       if (batched)
         run_sql_batch(w, db, jobs, n);
       else
-        run_job(w, db, http, jobs[0]);
+        run_job(w, db, &hs, jobs[0], &rng);
       count_restarts(w, db, &restarts_seen);
       if (!oq_db_connected(db)) {
         oq_db_close(db);
@@ -273,7 +319,7 @@ void *wk_executor_main(void *arg)
       wk_job_done(w);
   }
   free(jobs);
-  wk_http_free(http);
+  wk_http_free(hs.h);
   oq_db_close(db);
   return NULL;
 }

@@ -59,6 +59,11 @@
  *    LINGERING.) A process that must outlive its item has to leave the
  *    group (setsid). Such an escapee may still hold our pipes open, so
  *    after the group is killed we read for at most EXEC_DRAIN_MS more.
+ *  - The environment is built once (wk_exec_env_new), not copied from
+ *    environ per call: a child sees the safe base and the operator's
+ *    --env, never the worker's database URL, PGPASSWORD or status token,
+ *    and its output tails are published (result, last_error, status page,
+ *    webhooks), so whatever it can read, it can leak.
  *  - Only our own pid is ever waited for (other threads run other
  *    children): waitid(WNOWAIT) to notice the end, waitpid(pid) to reap.
  */
@@ -112,7 +117,7 @@ typedef struct exec_call {
   const wk_exec_cfg *cfg;
   const wk_task *t;
   char **argv;        /* cfg->argv + item id; strings borrowed */
-  char **envp;        /* environ minus our names + env_own; array owned */
+  char **envp;        /* cfg->env minus our names + env_own; array owned */
   char *env_own[3];   /* ONCEQ_ITEM_ID=, ONCEQ_QUEUE=, ONCEQ_ATTEMPT= */
   pid_t pid;          /* the leader; -1 before spawn and after reaping */
   int pidfd;          /* readable when the leader ends; -1: not available */
@@ -210,23 +215,151 @@ static char *env_pair(const char *name, const char *value)
   return s;
 }
 
-static bool env_is_ours(const char *entry)
+/* The names the worker sets for each item: never taken from elsewhere. */
+static const char *const item_names[] = {"ONCEQ_ITEM_ID", "ONCEQ_QUEUE",
+                                         "ONCEQ_ATTEMPT"};
+
+/* Length of the NAME part of "NAME=VALUE" (or of a bare "NAME"). */
+static size_t name_len(const char *entry)
 {
-  static const char *const names[] = {
-      "ONCEQ_ITEM_ID=", "ONCEQ_QUEUE=", "ONCEQ_ATTEMPT="};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    if (strncmp(entry, names[i], strlen(names[i])) == 0)
+  const char *eq = strchr(entry, '=');
+  return eq ? (size_t)(eq - entry) : strlen(entry);
+}
+
+static bool same_name(const char *a, const char *b)
+{
+  size_t n = name_len(a);
+  return n == name_len(b) && strncmp(a, b, n) == 0;
+}
+
+bool wk_exec_env_is_item_name(const char *name, size_t len)
+{
+  for (size_t i = 0; i < sizeof item_names / sizeof item_names[0]; i++) {
+    if (strlen(item_names[i]) == len && strncmp(name, item_names[i], len) == 0)
       return true;
   }
   return false;
 }
 
+static bool env_is_ours(const char *entry)
+{
+  return wk_exec_env_is_item_name(entry, name_len(entry));
+}
+
 /*
- * Build argv (the command, then the item id) and envp (the worker's
- * environment with our three variables replacing any inherited ones).
- * Built before the spawn (the child shares our memory until exec). Reading
- * environ here assumes, as every threaded program must, that nobody calls
- * setenv once threads run. Returns 0, or -1 on out-of-memory.
+ * The safe base: what a program needs to find commands, files and its
+ * locale, copied when the worker has it. Nothing here opens a door: no
+ * credentials, no library or loader switches (LD_*), no proxy settings.
+ */
+static bool env_is_base(const char *entry)
+{
+  static const char *const names[] = {"PATH",  "HOME",  "USER", "LOGNAME",
+                                      "SHELL", "TERM",  "LANG", "LANGUAGE",
+                                      "TZ",    "TMPDIR"};
+  size_t n = name_len(entry);
+  if (n > 3 && strncmp(entry, "LC_", 3) == 0)
+    return true;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strlen(names[i]) == n && strncmp(entry, names[i], n) == 0)
+      return true;
+  }
+  return false;
+}
+
+/* The names the worker or libpq read credentials from: never passed
+ * unless asked for, and asking is worth a warning. */
+static bool env_is_credential(const char *name)
+{
+  static const char *const names[] = {"ONCEQ_DATABASE_URL", "DATABASE_URL",
+                                      "ONCEQ_STATUS_TOKEN"};
+  size_t n = name_len(name);
+  if (n > 2 && strncmp(name, "PG", 2) == 0)
+    return true;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strlen(names[i]) == n && strncmp(name, names[i], n) == 0)
+      return true;
+  }
+  return false;
+}
+
+/* Put entry (owned) into env (room for it), replacing one of its name. */
+static void env_put(char **env, size_t *n, char *entry)
+{
+  for (size_t i = 0; i < *n; i++) {
+    if (same_name(env[i], entry)) {
+      free(env[i]);
+      env[i] = entry;
+      return;
+    }
+  }
+  env[(*n)++] = entry;
+}
+
+char **wk_exec_env_new(const char *const *specs, size_t nspecs)
+{
+  size_t envc = 0, n = 0;
+  for (char **e = environ; e && *e; e++)
+    envc++;
+  char **env = calloc(envc + nspecs + 1, sizeof *env);
+  if (!env)
+    return NULL;
+  for (size_t i = 0; i < envc; i++) {
+    if (!env_is_base(environ[i]) || env_is_ours(environ[i]))
+      continue;
+    char *copy = strdup(environ[i]);
+    if (!copy)
+      goto nomem;
+    env_put(env, &n, copy);
+  }
+  for (size_t i = 0; i < nspecs; i++) {
+    const char *spec = specs[i];
+    size_t len = name_len(spec);
+    char *entry;
+    if (env_is_ours(spec))
+      continue; /* config.c refuses these; the item's own value wins */
+    if (env_is_credential(spec))
+      OQ_LOG(OQ_LOG_WARN, NULL, NULL,
+             "--env %.*s hands a credential the worker withholds by default "
+             "to every --exec child; what the child prints becomes its "
+             "result or last_error (status page, /api/dead, webhooks)",
+             (int)len, spec);
+    if (spec[len] == '=') {
+      entry = strdup(spec);
+    } else {
+      const char *v = getenv(spec);
+      if (!v) {
+        OQ_LOG(OQ_LOG_WARN, NULL, NULL,
+               "--env %s: not set in the worker's environment; children get "
+               "no %s",
+               spec, spec);
+        continue;
+      }
+      entry = env_pair(spec, v);
+    }
+    if (!entry)
+      goto nomem;
+    env_put(env, &n, entry);
+  }
+  return env;
+nomem:
+  wk_exec_env_free(env);
+  return NULL;
+}
+
+void wk_exec_env_free(char **env)
+{
+  if (!env)
+    return;
+  for (char **e = env; *e; e++)
+    free(*e);
+  free(env);
+}
+
+/*
+ * Build argv (the command, then the item id) and envp (cfg->env, the
+ * environment built once by wk_exec_env_new, then our three variables).
+ * Built before the spawn (the child shares our memory until exec).
+ * Returns 0, or -1 on out-of-memory.
  */
 static int build_args(exec_call *c)
 {
@@ -245,21 +378,22 @@ static int build_args(exec_call *c)
   c->argv[argc] = (char *)it->id;
 
   snprintf(attempt, sizeof attempt, "%d", it->attempt);
-  c->env_own[0] = env_pair("ONCEQ_ITEM_ID", it->id);
-  c->env_own[1] = env_pair("ONCEQ_QUEUE", it->queue ? it->queue : "");
-  c->env_own[2] = env_pair("ONCEQ_ATTEMPT", attempt);
+  c->env_own[0] = env_pair(item_names[0], it->id);
+  c->env_own[1] = env_pair(item_names[1], it->queue ? it->queue : "");
+  c->env_own[2] = env_pair(item_names[2], attempt);
   if (!c->env_own[0] || !c->env_own[1] || !c->env_own[2])
     return -1;
 
-  for (char **e = environ; e && *e; e++)
+  char *const *base = c->cfg->env;
+  while (base && base[envc])
     envc++;
   c->envp = calloc(envc + 4, sizeof *c->envp);
   if (!c->envp)
     return -1;
   size_t n = 0;
   for (size_t i = 0; i < envc; i++) {
-    if (!env_is_ours(environ[i]))
-      c->envp[n++] = environ[i];
+    if (!env_is_ours(base[i]))
+      c->envp[n++] = base[i];
   }
   for (size_t i = 0; i < 3; i++)
     c->envp[n++] = c->env_own[i];

@@ -1,7 +1,11 @@
 /*
  * handler_exec.h: the --exec handler, PerfectQueue style. The payload goes
  * to the child's stdin, the item id is appended as the last argument, and
- * ONCEQ_ITEM_ID, ONCEQ_QUEUE, ONCEQ_ATTEMPT are set in its environment. No
+ * its environment is the documented one (docs/worker.md "Handler
+ * environment"): the base built once by wk_exec_env_new (a few safe
+ * variables of the worker's, plus the operator's --env), then
+ * ONCEQ_ITEM_ID, ONCEQ_QUEUE, ONCEQ_ATTEMPT. Nothing else of the worker's
+ * environment reaches it: not its database URL, password or tokens. No
  * shell: fork/exec directly (PATH is searched). Exit 0 means success. The
  * child leads its own process group; at the timeout (or on cancel) the
  * whole group gets SIGTERM, then SIGKILL after the kill grace. When the
@@ -12,8 +16,8 @@
  * child; on Linux < 5.11 only the handler's own fds are).
  *
  * Thread safety: wk_exec_run may run on many threads at once (each call
- * owns its child and reaps only that pid); the config is read-only. It
- * copies environ, so nobody may call setenv once threads run. SIGPIPE is
+ * owns its child and reaps only that pid); the config is read-only.
+ * wk_exec_env_new reads environ: call it before threads start. SIGPIPE is
  * blocked in the calling thread during the call and the one a closed stdin
  * raises is swallowed; the process-wide disposition is not touched. The
  * program must not set SIGCHLD to SIG_IGN (exit statuses would be lost).
@@ -27,7 +31,31 @@ typedef struct wk_exec_cfg {
   char *const *argv; /* command and its arguments, NULL-terminated */
   int timeout_ms;    /* 0: no timeout */
   int kill_grace_ms; /* SIGTERM -> SIGKILL delay; 0: 5000 */
+  char *const *env;  /* "NAME=VALUE"s, NULL-terminated (wk_exec_env_new);
+                        NULL: the item's three variables only */
 } wk_exec_cfg;
+
+/*
+ * The environment every child starts from, built once at start-up, before
+ * threads run (it reads environ):
+ *  - the safe base, each copied when the worker has it set: PATH, HOME,
+ *    USER, LOGNAME, SHELL, TERM, LANG, LANGUAGE, LC_*, TZ, TMPDIR;
+ *  - then specs[0..n): "NAME" copies the worker's value (none when it is
+ *    unset, with a warning), "NAME=VALUE" sets one; a later entry replaces
+ *    an earlier one of the same name, the base's included. An explicit
+ *    name wins even if it is a credential (ONCEQ_DATABASE_URL,
+ *    DATABASE_URL, ONCEQ_STATUS_TOKEN, PG*), with a warning naming it.
+ * Names are checked by the caller (config.c); the item's own names are
+ * skipped. Warnings name variables, never values. Returns a NULL-terminated
+ * array of "NAME=VALUE" strings, owned: free with wk_exec_env_free; NULL on
+ * out-of-memory.
+ */
+char **wk_exec_env_new(const char *const *specs, size_t n);
+/* Free what wk_exec_env_new returned; NULL is allowed. */
+void wk_exec_env_free(char **env);
+/* Whether name[0..len) is one the worker sets per item (ONCEQ_ITEM_ID,
+ * ONCEQ_QUEUE, ONCEQ_ATTEMPT), which --env may not set. */
+bool wk_exec_env_is_item_name(const char *name, size_t len);
 
 /*
  * Run one item; blocks until the child is reaped, checking t->cancelled

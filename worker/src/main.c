@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "curlpost.h"
+#include "handler_exec.h"
 #include "lazylib.h"
 #include "logsink.h"
 #include "metrics.h"
@@ -86,6 +87,16 @@ int main(int argc, char **argv)
   if (rc != 0) {
     usage_line(err);
     goto out;
+  }
+  /* after the start-up checks, so that a usage error stays one line;
+   * before the threads (it reads environ, and nobody may setenv then) */
+  if (cfg.handler == WK_HANDLER_EXEC) {
+    cfg.exec_env = wk_exec_env_new((const char *const *)cfg.env, cfg.nenv);
+    if (!cfg.exec_env) {
+      usage_line("out of memory");
+      rc = 1;
+      goto out;
+    }
   }
   rc = 1;
   m = wk_metrics_new();

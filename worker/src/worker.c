@@ -98,7 +98,8 @@ static oq_err join(wk *w, oq_db *db)
   oq_session_opts so = {.heartbeat_interval_ms =
                             (int)w->cfg->heartbeat_interval_ms,
                         .expiry_ms = (int)w->cfg->session_expiry_ms,
-                        .queues = queues};
+                        .queues = queues,
+                        .fence_margin_ms = wk_fence_margin_ms(w->cfg)};
   wk_gen *g = calloc(1, sizeof *g);
   if (!g)
     return OQ_ERR_NOMEM;
@@ -683,7 +684,7 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
   w.dbo.application_name = "onceq-worker";
   /* no statement outlives the fence (docs/design.md §4a): a blocked call would
    * otherwise keep a thread past the moment the session may be reaped */
-  w.dbo.deadline_ms = (int)(cfg->session_expiry_ms - OQ_FENCE_MARGIN_MS);
+  w.dbo.deadline_ms = (int)(cfg->session_expiry_ms - wk_fence_margin_ms(cfg));
   /* at least 2 s: a shorter deadline (a 1.6 s expiry) would cut healthy
    * connections of a loaded server and reconnect them in a loop; the fence
    * itself is decided by the clock, not by the deadline */
@@ -725,6 +726,17 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
                                            : "sql",
          cfg->queues[0], cfg->nqueues > 1 ? ",..." : "",
          oq_db_masked_conninfo(db));
+  if (cfg->handler == WK_HANDLER_EXEC &&
+      wk_fence_grace_ms(cfg) < cfg->kill_grace_ms)
+    OQ_LOG(OQ_LOG_INFO, sid_of(&w), NULL,
+           "--kill-grace %lld ms: children of a fenced session get %d ms "
+           "between SIGTERM and SIGKILL (the fence margin, %d ms, is at "
+           "most --session-expiry - 3 x --heartbeat-interval); "
+           "--session-expiry %lld ms or more gives them all of it",
+           (long long)cfg->kill_grace_ms, wk_fence_grace_ms(cfg),
+           wk_fence_margin_ms(cfg),
+           (long long)(cfg->kill_grace_ms + WK_FENCE_SLACK_MS +
+                       3 * cfg->heartbeat_interval_ms));
   /* its own name in pg_stat_activity, like the other threads' connections */
   oq_db_opts rdbo = w.dbo;
   rdbo.application_name = "onceq-worker-reaper";
