@@ -14,3 +14,5 @@ oq_add_test(it_lib_claim_queues LABEL integration TIMEOUT 120
             SOURCES claim_queues.c INTERNAL)
 oq_add_test(it_lib_transact LABEL integration TIMEOUT 120 SOURCES transact.c
             INTERNAL)
+oq_add_test(it_lib_payload_limit LABEL integration TIMEOUT 60
+            SOURCES payload_limit.c)
