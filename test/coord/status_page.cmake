@@ -7,3 +7,8 @@ oq_add_script_test(NAME it_coord_status_page SCRIPT it_status_page.sh
 oq_add_script_test(NAME it_coord_results_retention
                    SCRIPT it_results_retention.sh
                    LABELS integration TIMEOUT 90 NEEDS onceq)
+
+# What the page, /api/dead and the dead-letter webhook show of a 1 MB
+# payload is capped (issue 20, finding 7).
+oq_add_script_test(NAME it_coord_payload_caps SCRIPT it_payload_caps.sh
+                   LABELS integration TIMEOUT 90 NEEDS onceq)
