@@ -2,8 +2,9 @@
 -- for the limit and why): at most 1 MiB (1048576 bytes) of JSON text per
 -- payload, enforced as a CHECK constraint named onceq_items_payload_size
 -- (SQLSTATE 23514 on a larger INSERT). CockroachDB has octet_length on
--- STRING and the JSONB -> STRING cast, both also PostgreSQL's (this text
--- runs on PostgreSQL in the CockroachDB-traits test pass).
+-- STRING and the JSONB -> STRING cast. Only test/unit/dialect_crdb.c checks
+-- this text: the CockroachDB-traits test pass runs on PostgreSQL, which
+-- gets its own script (migrate.c picks the script by engine).
 --
 -- NOT VALID: the rows already there are not validated, so the migration
 -- cannot fail on a larger one (CockroachDB docs, "VALIDATE CONSTRAINT": a

@@ -8,7 +8,11 @@
  *    and the fix; a payload under it goes in;
  *  - oq_claim_bytes stops taking items once the budget is taken (the item
  *    that crosses it is the last one; one item always comes, however big),
- *    counted in the rows the session holds; oq_claim has no byte budget.
+ *    counted in the rows the session holds; oq_claim has no byte budget;
+ *  - a row larger than the limit that was there before version 4 does not
+ *    fail the migration, and is claimed, failed and released like any
+ *    other (the trigger checks only rows that write a payload; a CHECK,
+ *    NOT VALID or not, would fail every UPDATE of that row on PostgreSQL).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +98,44 @@ int main(void)
   ASSERT_EQ(n, 6);
   ASSERT_EQ(held_by(db, s), 10);
   oq_items_free(it, n);
+
+  /* a schema at version 3 with a 2 MB row: version 4 applies anyway */
+  oqt_exec(db,
+           "DROP TRIGGER IF EXISTS onceq_items_payload_size ON onceq_items");
+  oqt_exec(db, "DROP FUNCTION IF EXISTS onceq_payload_too_large()");
+  oqt_exec(db, "ALTER TABLE onceq_items DROP CONSTRAINT IF EXISTS "
+               "onceq_items_payload_size");
+  oqt_exec(db, "DELETE FROM onceq_migrations WHERE version = 4");
+  oqt_exec(db, "INSERT INTO onceq_items (queue, payload) VALUES ('old', "
+               "jsonb_build_object('b', repeat('x', 2000000)))");
+  int from = 0, to = 0;
+  ASSERT_OK(db, oq_migrate_run(db, &from, &to));
+  ASSERT_EQ(from, 3);
+  ASSERT_EQ(to, 4);
+  ASSERT_EQ(oqt_scalar(db, "SELECT count(*) FROM onceq_items WHERE queue = "
+                           "'old' AND octet_length(payload::text) > 2000000"),
+            1);
+  o.queue = "old";
+  big = blob(OQ_MAX_PAYLOAD_BYTES + 1);
+  o.payload = big;
+  ASSERT_ERR(OQ_ERR_INVALID, oq_enqueue(db, &o, id, NULL));
+  free(big);
+  {
+    const char *qo[1] = {"old"};
+    ASSERT_OK(db, oq_claim_bytes(db, s, qo, 1, 10, 1, &it, &n));
+    ASSERT_EQ(n, 1);
+    oq_fail_outcome out;
+    ASSERT_OK(db, oq_fail(db, s, &it[0], "boom", 0, &out));
+    oq_items_free(it, n);
+    ASSERT_OK(db, oq_claim(db, s, qo, 1, 10, &it, &n));
+    ASSERT_EQ(n, 1);
+    size_t released = 0;
+    ASSERT_OK(db, oq_release(db, s, it, n, &released));
+    ASSERT_EQ(released, 1);
+    oq_items_free(it, n);
+    printf("ok: a 2 MB row from before version 4 is claimed, failed and "
+           "released\n");
+  }
 
   oq_session_free(s);
   oq_db_close(db);
