@@ -544,13 +544,19 @@ static bool data_error(oq_err e, const char *sqlstate)
                                               strncmp(sqlstate, "54", 2) == 0));
 }
 
-/* The server's refusal of one line in words that name the fix: the two
- * program limits a line can hit get our own sentence, the rest the
- * server's message. */
+/* The server's refusal of one line in words that name the fix: the
+ * payload size limit (schema v4) and the two program limits a line can hit
+ * get our own sentence, the rest the server's message. */
 static void server_why(oq_db *db, char *why, size_t whylen)
 {
   const char *st = oq_db_sqlstate(db), *m = oq_db_errmsg(db);
-  if (st && strcmp(st, "54001") == 0)
+  if (oq_enqueue_too_large(db))
+    snprintf(why, whylen,
+             "payload is larger than the 1 MiB limit (%d bytes of JSON "
+             "text, constraint onceq_items_payload_size): store the data "
+             "elsewhere and enqueue a reference to it",
+             OQ_MAX_PAYLOAD_BYTES);
+  else if (st && strcmp(st, "54001") == 0)
     snprintf(why, whylen,
              "JSON nested too deep for the server (stack depth limit "
              "exceeded, SQLSTATE 54001)");

@@ -3,6 +3,26 @@
 
 #include "cofmt.h"
 
+_Static_assert(CO_PAYLOAD_SHOWN == 16384, "CO_PAYLOAD_READ's length");
+
+size_t co_payload_shown(const char *text, bool *cut)
+{
+  size_t chars = 0, i = 0;
+  *cut = false;
+  if (!text)
+    return 0;
+  for (; text[i]; i++) {
+    if (((unsigned char)text[i] & 0xC0) == 0x80)
+      continue; /* a continuation byte: same character */
+    if (chars == CO_PAYLOAD_SHOWN) {
+      *cut = true;
+      break;
+    }
+    chars++;
+  }
+  return i;
+}
+
 void co_fmt_count(char *buf, size_t len, long n)
 {
   if (n < 0)

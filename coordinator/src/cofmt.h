@@ -10,6 +10,7 @@
 #ifndef ONCEQ_COORD_COFMT_H
 #define ONCEQ_COORD_COFMT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -22,5 +23,18 @@ void co_fmt_count(char *buf, size_t len, long n);
 /* A rate per minute: "-" when < 0 (unknown), "12.5", "1234"; past
  * CO_COUNT_CAP (a rate from capped counts) "100000+". */
 void co_fmt_rate(char *buf, size_t len, double per_min);
+
+/* Characters of a payload the read views (`onceq list`, /api/dead) and the
+ * dead-letter webhook show: 16 KiB of its JSON text. The statements read
+ * left(payload::text, CO_PAYLOAD_SHOWN + 1), so a payload of up to 1 MiB
+ * (schema v4) never travels whole; the extra character says it was cut.
+ * docs/operations.md and docs/enqueue.md, "Payload size". */
+#define CO_PAYLOAD_SHOWN 16384
+#define CO_PAYLOAD_READ "left(payload::text, 16385)"
+
+/* The bytes of the first CO_PAYLOAD_SHOWN characters (UTF-8, as left()
+ * counts them) of text, a payload as CO_PAYLOAD_READ read it; *cut: text
+ * has more than that, so those bytes are a cut payload (not JSON). */
+size_t co_payload_shown(const char *text, bool *cut);
 
 #endif

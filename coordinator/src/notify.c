@@ -9,23 +9,34 @@
 #include <string.h>
 
 #include "codb.h"
+#include "cofmt.h"
 #include "curlpost.h"
 #include "onceq/text.h"
 #include "notify.h"
 
 /* The receiver gets the dead row as JSON, built by the database so the
- * payload is passed through as the JSON it is. Column 3 is the death's
- * instant in microseconds since the epoch, for the Idempotency-Key. */
+ * payload is passed through as the JSON it is, up to CO_PAYLOAD_SHOWN
+ * characters (cofmt.h): past that its first ones as a JSON string, with
+ * "payload_truncated": true (issue 20: 100 payloads of 1 MiB per pass would
+ * be 100 MiB in the coordinator). Only that much of each payload leaves the
+ * database (d.pt). Column 3 is the death's instant in microseconds since
+ * the epoch, for the Idempotency-Key. */
 static const char SQL_PENDING[] =
     "SELECT id::text, died_at::text, jsonb_build_object("
-    "'event', 'dead', 'id', id, 'queue', queue, 'payload', payload,"
+    "'event', 'dead', 'id', id, 'queue', queue,"
+    " 'payload', CASE WHEN length(pt) > 16384 THEN to_jsonb(left(pt, 16384))"
+    " ELSE pt::jsonb END, 'payload_truncated', length(pt) > 16384,"
     " 'priority', priority, 'attempts', attempts,"
     " 'max_attempts', max_attempts, 'unique_key', unique_key,"
     " 'last_error', last_error, 'created_at', created_at,"
     " 'died_at', died_at)::text,"
     " (extract(epoch FROM died_at) * 1000000)::int8::text"
-    " FROM onceq_dead WHERE notified_at IS NULL ORDER BY died_at LIMIT 100";
+    " FROM (SELECT id, queue, " CO_PAYLOAD_READ " AS pt, priority, attempts,"
+    " max_attempts, unique_key, last_error, created_at, died_at"
+    " FROM onceq_dead WHERE notified_at IS NULL ORDER BY died_at LIMIT 100) d"
+    " ORDER BY died_at";
 _Static_assert(CO_NOTIFY_BATCH == 100, "SQL_PENDING's LIMIT");
+_Static_assert(CO_PAYLOAD_SHOWN == 16384, "SQL_PENDING's cut");
 
 /* died_at: a retried item that died again is a new death, not this one. */
 static const char SQL_MARK[] =

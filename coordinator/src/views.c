@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cofmt.h"
 #include "fmt.h"
 #include "views.h"
 
@@ -154,14 +155,14 @@ oq_err co_view_sessions(FILE *f, oq_db *db)
   " extract(epoch from run_at)::float8,"                                       \
   " extract(epoch from claimed_at)::float8,"                                   \
   " NULL::float8, extract(epoch from created_at)::float8,"                     \
-  " extract(epoch from now())::float8, claim::text, unique_key, last_error,"   \
-  " payload::text"
+  " extract(epoch from now())::float8, claim::text, unique_key, "              \
+  "last_error, " CO_PAYLOAD_READ
 #define DEAD_COLS                                                              \
   "id::text, queue, priority, attempts, max_attempts, NULL::float8,"           \
   " NULL::float8, extract(epoch from died_at)::float8,"                        \
   " extract(epoch from created_at)::float8,"                                   \
-  " extract(epoch from now())::float8, NULL::text, unique_key, last_error,"    \
-  " payload::text"
+  " extract(epoch from now())::float8, NULL::text, unique_key, "               \
+  "last_error, " CO_PAYLOAD_READ
 #define QFILTER " AND ($1::text IS NULL OR queue = $1::text)"
 
 static const char *const branch_sql[] = {
@@ -234,6 +235,26 @@ typedef struct items_ctx {
   cm_listing *out; /* json: inside the "items" array */
 } items_ctx;
 
+/* "payload": the JSON as it is, or past CO_PAYLOAD_SHOWN characters its
+ * first ones as a string; "payload_truncated" says which (issue 20: a
+ * listing of 50 payloads of 1 MiB each would be 50 MiB). */
+static oq_err payload_json(cm_json *j, const char *text)
+{
+  bool cut = false;
+  size_t n = co_payload_shown(text, &cut);
+  if (!cut) {
+    cm_json_raw(j, "payload", text);
+  } else {
+    char *head = strndup(text, n);
+    if (!head)
+      return OQ_ERR_NOMEM;
+    cm_json_str(j, "payload", head);
+    free(head);
+  }
+  cm_json_bool(j, "payload_truncated", cut);
+  return OQ_OK;
+}
+
 static oq_err item_row(void *ud, int ncols, const char *const *v)
 {
   items_ctx *c = ud;
@@ -257,9 +278,9 @@ static oq_err item_row(void *ud, int ncols, const char *const *v)
     cm_json_time(j, "created_at", cm_atof(v[C_CREATED_AT], NAN));
     cm_json_str(j, "unique_key", v[C_UKEY]);
     cm_json_str(j, "last_error", v[C_ERR]);
-    cm_json_raw(j, "payload", v[C_PAYLOAD]);
+    oq_err e = payload_json(j, v[C_PAYLOAD]);
     cm_json_end(j);
-    return OQ_OK;
+    return e;
   }
   cm_table_cell(c->out->t, v[C_ID]);
   cm_table_cell(c->out->t, v[C_QUEUE]);

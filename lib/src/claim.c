@@ -14,8 +14,26 @@ typedef struct claim_acc {
   oq_item *items; /* grows up to cap */
   size_t n;
   size_t cap;
+  int64_t budget_bytes; /* payload bytes to take at most; 0: no budget */
+  int64_t taken_bytes;  /* payload bytes taken so far */
   bool nomem;
 } claim_acc;
+
+/* Room for another statement: items left, and bytes left under a budget. */
+static bool acc_room(const claim_acc *a)
+{
+  return a->n < a->cap &&
+         (a->budget_bytes <= 0 || a->taken_bytes < a->budget_bytes);
+}
+
+/* The budget parameter of a PostgreSQL claim: the bytes left (at least 1:
+ * one item always comes), or no limit. */
+static void budget_param(const claim_acc *a, char *buf, size_t len)
+{
+  int64_t left =
+      a->budget_bytes > 0 ? a->budget_bytes - a->taken_bytes : INT64_MAX;
+  snprintf(buf, len, "%lld", (long long)(left > 0 ? left : 1));
+}
 
 static char *dupstr(const char *s)
 {
@@ -44,6 +62,7 @@ static oq_err add_row(void *ud, int ncols, const char *const *v)
   it->enqueued_at_us = v[6] ? strtoll(v[6], NULL, 10) : 0;
   it->claimed_at_us = v[7] ? strtoll(v[7], NULL, 10) : 0;
   it->slot = ncols > 8 ? oq__int(v[8]) : 0;
+  a->taken_bytes += (int64_t)strlen(it->payload);
   a->n++;
   return OQ_OK;
 }
@@ -77,12 +96,14 @@ static oq_err session_gone(oq_db *db, const oq_session *s, oq_err e)
 static oq_err claim_stmt(oq_db *db, const oq_session *s, const char *qarr,
                          claim_acc *acc)
 {
-  char lim[16];
+  char lim[16], budget[24];
   snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
-  const char *params[3] = {oq_session_id(s), qarr, lim};
-  oq_err e =
-      oq__db_query_prepared_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM),
-                                  3, params, add_row, acc, NULL);
+  budget_param(acc, budget, sizeof budget);
+  const char *params[4] = {oq_session_id(s), qarr, lim, budget};
+  oq_engine eng = oq_db_engine(db);
+  oq_err e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM),
+                                         eng == OQ_ENGINE_COCKROACH ? 3 : 4,
+                                         params, add_row, acc, NULL);
   return session_gone(db, s, e);
 }
 
@@ -110,7 +131,7 @@ static oq_err claim_each_queue(oq_db *db, const oq_session *s,
 {
   size_t first = oq__db_claim_turn(db) % nqueues;
   oq_err e = OQ_OK;
-  for (size_t i = 0; i < nqueues && acc->n < acc->cap && e == OQ_OK; i++) {
+  for (size_t i = 0; i < nqueues && acc_room(acc) && e == OQ_OK; i++) {
     const char *one[1] = {queues[(first + i) % nqueues]};
     char *qarr = oq__text_array(one, 1);
     if (!qarr) {
@@ -162,6 +183,13 @@ static oq_err claim_finish(oq_db *db, const oq_session *s, claim_acc *acc,
 oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
                 size_t nqueues, int max, oq_item **items, size_t *n)
 {
+  return oq_claim_bytes(db, s, queues, nqueues, max, 0, items, n);
+}
+
+oq_err oq_claim_bytes(oq_db *db, const oq_session *s, const char *const *queues,
+                      size_t nqueues, int max, int64_t max_bytes,
+                      oq_item **items, size_t *n)
+{
   *items = NULL;
   *n = 0;
   oq__db_clear(db);
@@ -169,7 +197,8 @@ oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
   if (e != OQ_OK)
     return e;
   claim_acc acc = {.items = calloc((size_t)max, sizeof(oq_item)),
-                   .cap = (size_t)max};
+                   .cap = (size_t)max,
+                   .budget_bytes = max_bytes > 0 ? max_bytes : 0};
   if (!acc.items)
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   if (claim_per_queue(db, nqueues)) {
@@ -191,15 +220,17 @@ static oq_err claim_range(oq_db *db, const oq_session *s, const char *qarr,
                           const oq__slot_range *r, int orphan_ms,
                           claim_acc *acc)
 {
-  char lim[16], lo[16], hi[16], age[24];
+  char lim[16], lo[16], hi[16], age[24], budget[24];
   snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
   snprintf(lo, sizeof lo, "%d", r->lo);
   snprintf(hi, sizeof hi, "%d", r->hi);
   snprintf(age, sizeof age, "%d", orphan_ms);
-  const char *params[6] = {oq_session_id(s), qarr, lim, lo, hi, age};
-  oq_err e = oq__db_query_prepared_retry(
-      db, oq__sql(oq_db_engine(db), OQ__SQL_CLAIM_PARTS), 6, params, add_row,
-      acc, NULL);
+  budget_param(acc, budget, sizeof budget);
+  const char *params[7] = {oq_session_id(s), qarr, lim, lo, hi, age, budget};
+  oq_engine eng = oq_db_engine(db);
+  oq_err e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM_PARTS),
+                                         eng == OQ_ENGINE_COCKROACH ? 6 : 7,
+                                         params, add_row, acc, NULL);
   return session_gone(db, s, e);
 }
 
@@ -210,6 +241,13 @@ static oq_err claim_range(oq_db *db, const oq_session *s, const char *qarr,
 oq_err oq_parts_claim(oq_db *db, const oq_session *s, oq_parts *p,
                       const char *const *queues, size_t nqueues, int max,
                       oq_item **items, size_t *n)
+{
+  return oq_parts_claim_bytes(db, s, p, queues, nqueues, max, 0, items, n);
+}
+
+oq_err oq_parts_claim_bytes(oq_db *db, const oq_session *s, oq_parts *p,
+                            const char *const *queues, size_t nqueues, int max,
+                            int64_t max_bytes, oq_item **items, size_t *n)
 {
   *items = NULL;
   *n = 0;
@@ -231,16 +269,17 @@ oq_err oq_parts_claim(oq_db *db, const oq_session *s, oq_parts *p,
     return OQ_OK; /* an idle member: nothing of ours to look at */
   char *qarr = oq__text_array(queues, nqueues);
   claim_acc acc = {.items = calloc((size_t)max, sizeof(oq_item)),
-                   .cap = (size_t)max};
+                   .cap = (size_t)max,
+                   .budget_bytes = max_bytes > 0 ? max_bytes : 0};
   if (!qarr || !acc.items) {
     free(qarr);
     free(acc.items);
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   }
-  for (size_t i = 0; i < nown && acc.n < acc.cap && e == OQ_OK; i++)
+  for (size_t i = 0; i < nown && acc_room(&acc) && e == OQ_OK; i++)
     e = claim_range(db, s, qarr, &own[(first + i) % nown], 0, &acc);
   for (size_t i = 0;
-       i < norphan && i < MAX_ORPHAN_RUNS && acc.n < acc.cap && e == OQ_OK; i++)
+       i < norphan && i < MAX_ORPHAN_RUNS && acc_room(&acc) && e == OQ_OK; i++)
     e = claim_range(db, s, qarr, &orphans[i], orphan_ms, &acc);
   free(qarr);
   return claim_finish(db, s, &acc, e, items, n);

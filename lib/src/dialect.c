@@ -41,17 +41,28 @@
  * planner hashed the whole table per claim (12 ms of a 14 ms claim of 500
  * at 20,000 items, and a relation-wide predicate lock under SERIALIZABLE).
  * The outer SELECT hands the rows back in claim order.
+ * The byte budget (the parameter `budget`, int8): b keeps the chosen rows
+ * in claim order while the payload bytes taken before each row are under
+ * it, so the row that crosses it is the last one and one row always comes
+ * (a claimer holds bytes as well as items: issue 20). The size is
+ * octet_length(payload::text), the text the RETURNING sends and the worker
+ * holds; computed on the rows the LIMIT keeps, not on the table.
  */
-#define CLAIM_PG(ready_in_queue)                                               \
+#define CLAIM_PG(ready_in_queue, budget)                                       \
   "WITH c AS MATERIALIZED ("                                                   \
-  " SELECT x.id FROM unnest($2::text[]) AS q(name)"                            \
-  " CROSS JOIN LATERAL (SELECT id, priority, run_at FROM onceq_items"          \
+  " SELECT x.id, x.priority, x.run_at, x.bytes"                                \
+  " FROM unnest($2::text[]) AS q(name)"                                        \
+  " CROSS JOIN LATERAL (SELECT id, priority, run_at,"                          \
+  " octet_length(payload::text) AS bytes FROM onceq_items"                     \
   " WHERE " ready_in_queue " ORDER BY priority DESC, run_at LIMIT $3::int"     \
   " FOR UPDATE SKIP LOCKED) x"                                                 \
   " ORDER BY x.priority DESC, x.run_at LIMIT $3::int),"                        \
+  " b AS (SELECT id FROM (SELECT id, sum(bytes) OVER (ORDER BY priority DESC," \
+  " run_at, id ROWS UNBOUNDED PRECEDING) - bytes AS before FROM c) w"          \
+  " WHERE before < " budget "::int8),"                                         \
   " u AS (UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"      \
   " attempts = i.attempts + 1"                                                 \
-  " WHERE i.id = ANY (ARRAY(SELECT id FROM c))"                                \
+  " WHERE i.id = ANY (ARRAY(SELECT id FROM b))"                                \
   " RETURNING i.id::text AS id, i.queue, i.payload::text AS payload,"          \
   " i.attempts, i.max_attempts, i.priority,"                                   \
   " (extract(epoch FROM i.created_at) * 1000000)::int8 AS created_us,"         \
@@ -62,13 +73,17 @@
 
 static const char claim_pg[] =
     CLAIM_PG("claim IS NULL AND queue = q.name AND run_at <= now()"
-             " AND attempts < max_attempts");
+             " AND attempts < max_attempts",
+             "$4");
 
 /*
  * CockroachDB claim: one UPDATE with ORDER BY/LIMIT, sent as an implicit
  * transaction so the server can retry it itself (CockroachDB docs,
  * "UPDATE": ORDER BY and LIMIT are supported; "Transactions": automatic
- * retries of single-statement implicit transactions).
+ * retries of single-statement implicit transactions). It has no byte
+ * budget (a running sum needs a window over a subquery, not this one
+ * UPDATE): claim.c applies the budget between statements only, and the
+ * count bounds each statement.
  */
 static const char claim_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
@@ -101,7 +116,8 @@ static const char claim_parts_pg[] =
     CLAIM_PG("claim IS NULL AND queue = q.name"
              " AND run_at <= now() - $6::int8 * interval '1 millisecond'"
              " AND attempts < max_attempts AND part >= $4::int4"
-             " AND part < $5::int4");
+             " AND part < $5::int4",
+             "$7");
 
 /* No SKIP LOCKED (it needs v24.1.5+/v24.2.3+): within one block only its
  * owner claims, so there is nobody to skip in steady state. */

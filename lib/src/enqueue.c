@@ -8,6 +8,14 @@
 
 #include "internal.h"
 
+bool oq_enqueue_too_large(const oq_db *db)
+{
+  const char *m = oq_db_errmsg(db);
+  return strcmp(oq_db_sqlstate(db), "23514") == 0 && m &&
+         (strstr(m, "onceq_items_payload_size") ||
+          strstr(m, "octet_length(payload"));
+}
+
 static oq_err read_id(void *ud, int ncols, const char *const *vals)
 {
   char *id = ud;
@@ -48,6 +56,13 @@ static oq_err enqueue_row(oq_db *db, const oq_enqueue_opts *o, char *id_out,
   for (int round = 0; round < 3; round++) {
     oq_err e = oq_db_query(db, oq__sql(eng, OQ__SQL_ENQUEUE), 7, params,
                            read_id, id_out);
+    if (e != OQ_OK && oq_enqueue_too_large(db))
+      return oq__db_fail(db, OQ_ERR_INVALID, "23514",
+                         "payload is larger than the 1 MiB limit (%d bytes "
+                         "of JSON text, constraint onceq_items_payload_size): "
+                         "store the data elsewhere and enqueue a reference "
+                         "to it",
+                         OQ_MAX_PAYLOAD_BYTES);
     if (e == OQ_ERR_INVALID)
       return oq__db_fail(db, e, oq_db_sqlstate(db),
                          "item rejected (is the payload valid JSON? is "

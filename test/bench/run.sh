@@ -286,7 +286,8 @@ sql_of() {
   printf '%s' "$out"
 }
 LIB_CLAIM=$(sql_of claim -e "s/\$1::uuid/':sess'::uuid/g" \
-  -e "s/\$2::text\[\]/'{default}'::text[]/g" -e "s/\$3::int/$B::int/g")
+  -e "s/\$2::text\[\]/'{default}'::text[]/g" -e "s/\$3::int/$B::int/g" \
+  -e "s/\$4::int8/67108864::int8/g") # the byte budget: the worker's default
 # The claim is one WITH statement ending in "SELECT id, queue, ... FROM u
 # ORDER BY ..."; a data-modifying WITH cannot be nested, so its final
 # SELECT is replaced by the fold.

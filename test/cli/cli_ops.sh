@@ -72,7 +72,7 @@ oq_check "list --json payload is JSON, not a string" \
   weekly
 oq_check "list --json fields" \
   "$(oq_jget "$t/lj.out" '",".join(sorted(d["items"][0].keys()))')" \
-  "attempts,claimed_at,created_at,died_at,id,last_error,max_attempts,payload,priority,queue,run_at,session,state,unique_key"
+  "attempts,claimed_at,created_at,died_at,id,last_error,max_attempts,payload,payload_truncated,priority,queue,run_at,session,state,unique_key"
 
 # ---------------------------------------------------------------- show
 oq_run_cli "$t/show.out" "$t/show.err" show "$s1"

@@ -21,3 +21,5 @@ oq_add_test(it_lib_ack_own_row LABEL integration TIMEOUT 60
 # The same two as the least-privilege worker role (oq_add_role_test).
 oq_add_role_test(it_lib_ack_many_least_priv it_lib_ack_many)
 oq_add_role_test(it_lib_ack_own_row_least_priv it_lib_ack_own_row)
+oq_add_test(it_lib_payload_limit LABEL integration TIMEOUT 60
+            SOURCES payload_limit.c)

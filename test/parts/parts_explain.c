@@ -85,20 +85,22 @@ int main(void)
   char slo[16], shi[16];
   snprintf(slo, sizeof slo, "%d", lo);
   snprintf(shi, sizeof shi, "%d", hi);
-  const char *pv[6] = {oq_session_id(s), "{default}", "8", slo, shi, "0"};
+  /* $7: the byte budget (the worker's default, 64 MiB) */
+  const char *pv[7] = {oq_session_id(s), "{default}", "8", slo, shi, "0",
+                       "67108864"};
   plan p;
-  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_PARTS), 6, pv, &p);
+  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_PARTS), 7, pv, &p);
   printf("--- partitioned claim, parts [4,8) of 12:\n%s", p.text);
   check_range_scan(&p);
 
   /* the orphan variant (ready for longer than 30 s) too */
   pv[5] = "30000";
-  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_PARTS), 6, pv, &p);
+  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_PARTS), 7, pv, &p);
   check_range_scan(&p);
 
   /* for comparison: the unpartitioned claim */
-  const char *pu[3] = {oq_session_id(s), "{default}", "8"};
-  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM), 3, pu, &p);
+  const char *pu[4] = {oq_session_id(s), "{default}", "8", "67108864"};
+  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM), 4, pu, &p);
   printf("--- unpartitioned claim:\n%s", p.text);
 
   ASSERT_OK(db, oq_session_end(db, s));

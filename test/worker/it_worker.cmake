@@ -23,6 +23,7 @@ oq_add_script_test(NAME it_worker_notify SCRIPT it_notify.sh TIMEOUT 60
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_bad_flags SCRIPT it_bad_flags.sh TIMEOUT 60 ${_n})
 oq_add_script_test(NAME it_worker_metrics SCRIPT it_metrics.sh TIMEOUT 60 ${_n})
+oq_add_script_test(NAME it_worker_held_bytes SCRIPT it_held_bytes.sh TIMEOUT 90 ${_n})
 oq_add_script_test(NAME it_worker_outage SCRIPT it_outage.sh TIMEOUT 300
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_blackhole SCRIPT it_blackhole.sh TIMEOUT 240

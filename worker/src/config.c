@@ -31,6 +31,8 @@ typedef struct opt {
 static const opt opts[] = {
     {"--concurrency", OPT_INT, O(concurrency), "executor threads (4)"},
     {"--batch", OPT_INT, O(batch), "most items per --sql ack transaction (64)"},
+    {"--max-held-mib", OPT_INT, O(max_held_mib),
+     "payload MiB held at most (claimed, not yet settled) (64)"},
     {"--heartbeat-interval", OPT_DURATION, O(heartbeat_interval_ms),
      "heartbeat period (1s)"},
     {"--session-expiry", OPT_DURATION, O(session_expiry_ms),
@@ -178,6 +180,7 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
   memset(cfg, 0, sizeof *cfg);
   cfg->concurrency = 4;
   cfg->batch = 64;
+  cfg->max_held_mib = WK_DEFAULT_MAX_HELD_MIB;
   cfg->heartbeat_interval_ms = 1000;
   cfg->session_expiry_ms = 5000;
   cfg->kill_grace_ms = 5000;

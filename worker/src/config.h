@@ -21,12 +21,20 @@ typedef enum wk_handler_kind {
   WK_HANDLER_SQL   /* --sql STATEMENT */
 } wk_handler_kind;
 
+/* --max-held-mib's default: the payloads a worker holds stay well inside
+ * the shipped 256 MiB memory limit (deploy/), with room for one claim's
+ * result while it is copied (about as much again) and the handlers'
+ * buffers. docs/worker.md, "Memory". */
+#define WK_DEFAULT_MAX_HELD_MIB 64
+
 typedef struct wk_config {
   char *db;                          /* --db (a copy; argv is masked) */
   const char *queues[WK_MAX_QUEUES]; /* --queue, repeatable */
   size_t nqueues;                    /* 0 means "default" */
   int concurrency;                   /* executor threads */
   int batch;                         /* max items claimed per round */
+  int max_held_mib; /* --max-held-mib: payload MiB held, claimed and not
+                       yet freed; a claim stops once it is reached */
   wk_handler_kind handler;
   char **exec_argv;      /* --exec: NULL-terminated (into argv) */
   char *env[WK_MAX_ENV]; /* --env NAME or NAME=VALUE, repeatable (copies:

@@ -53,6 +53,8 @@ void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n)
     }
     j->item = items[i];
     j->g = g;
+    j->payload_bytes = items[i].payload ? strlen(items[i].payload) : 0;
+    w->held_bytes += (int64_t)j->payload_bytes;
     items[i].queue = items[i].payload = NULL; /* the job owns them now */
     hold(w, j);
     if (w->work_tail)
@@ -78,6 +80,8 @@ void wk_job_free(wk *w, wk_job *j)
     w->held = j->held_next;
   if (j->held_next)
     j->held_next->held_prev = j->held_prev;
+  w->held_bytes -= (int64_t)j->payload_bytes;
+  pthread_cond_broadcast(&w->slot_cv); /* bytes freed: room to claim */
   pthread_mutex_unlock(&w->mu);
   bool unsettled = j->unsettled;
   free(j->item.queue);

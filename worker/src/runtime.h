@@ -46,6 +46,7 @@ typedef struct wk_job {
                                stdout tail, HTTP body); NULL: none. Owned,
                                freed by wk_job_free */
   bool result_cut;          /* result is not all of the output */
+  size_t payload_bytes;     /* strlen(item.payload): counted in held_bytes */
 } wk_job;
 
 typedef struct wk {
@@ -60,6 +61,7 @@ typedef struct wk {
   wk_job *ack_head, *ack_tail;   /* (mu) */
   wk_job *held;                  /* every job not yet freed (mu) */
   int inflight;                  /* jobs queued or running (mu) */
+  int64_t held_bytes;            /* payload bytes of the held jobs (mu) */
   int acks_pending;              /* jobs in the ack list or being acked (mu) */
   bool exit_executors;           /* (mu) */
   int idle_executors;            /* (mu) executors in next_jobs */

@@ -260,20 +260,22 @@ static oq_err part_claims_init(const wk_config *cfg, part_claims *pc)
 }
 
 static oq_err claim_some(wk *w, part_claims *pc, oq_db *db, int poll_ms,
-                         int want, oq_item **items, size_t *got)
+                         int want, int64_t max_bytes, oq_item **items,
+                         size_t *got)
 {
   const wk_config *cfg = w->cfg;
   oq_session *s = w->current->session;
   if (!pc->parts)
-    return oq_claim(db, s, cfg->queues, cfg->nqueues, want, items, got);
+    return oq_claim_bytes(db, s, cfg->queues, cfg->nqueues, want, max_bytes,
+                          items, got);
   if (wk_now_ms() >= pc->next_round_ms) {
     oq_err e = oq_parts_rebalance(db, s, pc->parts);
     if (e != OQ_OK)
       return e;
     pc->next_round_ms = wk_now_ms() + (uint64_t)poll_ms;
   }
-  return oq_parts_claim(db, s, pc->parts, cfg->queues, cfg->nqueues, want,
-                        items, got);
+  return oq_parts_claim_bytes(db, s, pc->parts, cfg->queues, cfg->nqueues, want,
+                              max_bytes, items, got);
 }
 
 /* The claim loop's state besides the state name. */
@@ -438,7 +440,17 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     return next;
   pthread_mutex_lock(&w->mu);
   int inflight = w->inflight;
+  int64_t held_bytes = w->held_bytes;
   pthread_mutex_unlock(&w->mu);
+  /* payload bytes as well as items (issue 20): with --max-held-mib held,
+   * wait for a job to be freed; below it, the claim takes at most what is
+   * left (the item that crosses it is its last, so a worker holding
+   * nothing always gets one item, however large) */
+  int64_t max_bytes = (int64_t)cfg->max_held_mib << 20;
+  if (held_bytes >= max_bytes && held_bytes > 0) {
+    wk_wait_slot(w, 100);
+    return RUNNING;
+  }
   int hold = hold_target(w, l);
   /* claim when a quarter of what we hold is free: claims of one or two
    * items cost a round trip and a commit each */
@@ -451,7 +463,8 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
   int want = free_slots < WK_CLAIM_ROUND_MAX ? free_slots : WK_CLAIM_ROUND_MAX;
   oq_item *items = NULL;
   size_t got = 0;
-  oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want, &items, &got);
+  oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want,
+                        max_bytes - held_bytes, &items, &got);
   if (conn_error(e)) {
     /* the claim may have committed with its reply lost */
     l->sweep_why = "ambiguous claim";
@@ -488,13 +501,18 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     wk_wait_slot(w, 1000);
     return RUNNING;
   }
+  int64_t got_bytes = 0;
+  for (size_t i = 0; i < got; i++)
+    got_bytes += (int64_t)strlen(items[i].payload);
   if (got > 0) {
     wk_metrics_add(w->m, WK_C_CLAIMED, got);
     wk_jobs_push(w, w->current, items, got);
   }
   oq_items_free(items, got);
-  if (got > 0 && (int)got == want)
-    return RUNNING; /* there may be more ready */
+  /* cut short by the count or by the byte budget: there may be more ready
+   * (the next turn waits for room) */
+  if (got > 0 && ((int)got == want || got_bytes >= max_bytes - held_bytes))
+    return RUNNING;
   if (got == 0)
     l->rate = 0; /* nothing ready: the next burst starts from the floor */
   if (cfg->drain && got == 0 && wk_busy(w) == 0) {

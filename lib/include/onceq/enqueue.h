@@ -21,6 +21,11 @@ extern "C" {
 
 #define OQ_DEFAULT_QUEUE "default"
 #define OQ_DEFAULT_MAX_ATTEMPTS 25
+/* The largest payload onceq_items accepts, in bytes of its JSON text as
+ * the server prints it (payload::text): 1 MiB. Enforced by the schema
+ * (v4, onceq_items_payload_size: SQLSTATE 23514), so a plain INSERT from
+ * any language is refused too; docs/enqueue.md, "Payload size". */
+#define OQ_MAX_PAYLOAD_BYTES 1048576
 
 typedef struct oq_enqueue_opts {
   const char *queue;      /* NULL: "default" */
@@ -42,13 +47,23 @@ typedef enum oq_enqueue_status {
  * Insert one item. id_out (OQ_UUID_LEN + 1 bytes) gets its id. With a
  * unique_key that already exists, nothing is inserted, id_out gets the
  * existing id and *status (may be NULL) OQ_ENQUEUE_DUPLICATE. Invalid JSON
- * gives OQ_ERR_INVALID.
+ * gives OQ_ERR_INVALID, and so does a payload over OQ_MAX_PAYLOAD_BYTES
+ * (SQLSTATE 23514, a message naming the limit and the fix).
  * Blocks: one statement (up to three when its unique_key keeps changing hands),
  * not retried: it is part of your transaction, whose runner (oq_db_transact)
  * reruns it; bounded by the deadline.
  */
 OQ_MUST_CHECK oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *opts,
                                 char *id_out, oq_enqueue_status *status);
+
+/*
+ * Whether db's last error is the schema refusing a payload over
+ * OQ_MAX_PAYLOAD_BYTES (23514 from onceq_items_payload_size: PostgreSQL's
+ * trigger names it, CockroachDB's CHECK message shows its expression), for
+ * callers that insert rows themselves (`onceq push`'s bulk statement).
+ * Blocks: never.
+ */
+bool oq_enqueue_too_large(const oq_db *db);
 
 #ifdef __cplusplus
 }

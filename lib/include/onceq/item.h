@@ -52,6 +52,23 @@ typedef struct oq_item {
 OQ_MUST_CHECK oq_err oq_claim(oq_db *db, const oq_session *s,
                               const char *const *queues, size_t nqueues,
                               int max, oq_item **items, size_t *n);
+/*
+ * oq_claim with a byte budget as well as a count: the claim stops taking
+ * items once max_bytes of payload (the JSON text, as item->payload holds
+ * it) are taken. The item that crosses the budget is the last one taken,
+ * so one item always comes however large it is, and a claim goes over the
+ * budget by less than one payload (at most OQ_MAX_PAYLOAD_BYTES, enqueue.h)
+ * per statement. max_bytes <= 0: no byte budget (oq_claim).
+ * On PostgreSQL the statement itself stops (a running sum over the rows it
+ * chose, no extra round trip); on CockroachDB, whose claim is one UPDATE
+ * ... LIMIT per queue, only the count bounds a statement and the budget
+ * stops the next one.
+ * Blocks: as oq_claim.
+ */
+OQ_MUST_CHECK oq_err oq_claim_bytes(oq_db *db, const oq_session *s,
+                                    const char *const *queues, size_t nqueues,
+                                    int max, int64_t max_bytes, oq_item **items,
+                                    size_t *n);
 /* Free an array from oq_claim. NULL is allowed.
  * Blocks: never. */
 void oq_items_free(oq_item *items, size_t n);

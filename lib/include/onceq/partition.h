@@ -133,6 +133,12 @@ OQ_MUST_CHECK oq_err oq_parts_rebalance(oq_db *db, const oq_session *s,
 OQ_MUST_CHECK oq_err oq_parts_claim(oq_db *db, const oq_session *s, oq_parts *p,
                                     const char *const *queues, size_t nqueues,
                                     int max, oq_item **items, size_t *n);
+/* oq_parts_claim with a byte budget, as oq_claim_bytes (item.h): each
+ * statement stops once max_bytes of payload are taken, and no further
+ * statement runs. */
+OQ_MUST_CHECK oq_err oq_parts_claim_bytes(
+    oq_db *db, const oq_session *s, oq_parts *p, const char *const *queues,
+    size_t nqueues, int max, int64_t max_bytes, oq_item **items, size_t *n);
 
 /* Stop being a member: delete s's ownership rows and clear its flag. Call
  * it only once s's in-flight items are finished or released (ending the
