@@ -43,11 +43,21 @@ struct oq_db {
   int prepared_cols[OQ__DB_PREPARED_MAX]; /* columns each one returns, -1
                                              until described */
   unsigned prepared_next;                 /* the slot evicted when full */
-  unsigned prepared_gen; /* in the names: a forgotten set never collides */
-  int prepared_last;     /* the slot named last: never the next evicted */
-  bool raw_handed_out;   /* oq_db_pgconn was called: BEGIN goes at once */
-  oq_err last;           /* last error code */
-  char sqlstate[6];      /* last SQLSTATE or "" */
+  unsigned prepared_gen;   /* in the names: a forgotten set never collides */
+  int prepared_last;       /* the slot named last: never the next evicted */
+  unsigned prepared_nonce; /* random per connection, in the names: no other
+                              client's statement can share one, even
+                              where a pooler passes names between server
+                              connections */
+  bool pooled;             /* a pooler stands between us and the server
+                              (detect_pooler): statements run unnamed, the
+                              cache keeps only their column counts */
+  bool pooled_seen;        /* a statement we prepared vanished before its Bind
+                              (a transaction pooler): pooled from then on, on
+                              every reconnect too */
+  bool raw_handed_out;     /* oq_db_pgconn was called: BEGIN goes at once */
+  oq_err last;             /* last error code */
+  char sqlstate[6];        /* last SQLSTATE or "" */
   char errmsg[OQ_ERRBUF_SIZE];
 };
 
@@ -232,7 +242,46 @@ void oq__db_forget_prepared(oq_db *db)
 
 static void prepared_name(const oq_db *db, int slot, char *name, size_t len)
 {
-  snprintf(name, len, "oq_p%u_%d", db->prepared_gen, slot);
+  snprintf(name, len, "oq_p%08x_%u_%d", db->prepared_nonce, db->prepared_gen,
+           slot);
+}
+
+static PGresult *exec_simple(oq_db *db, const char *sql, bool *timed_out);
+
+/*
+ * Called once per connection on PostgreSQL, right after it is made: is a
+ * pooler (pgbouncer, PgCat, Odyssey, Supavisor) between us and the server?
+ * A pooler answers the startup itself and hands out its own cancel key, so
+ * the backend pid it announced (PQbackendPID) is not the pid of the server
+ * backend that runs our statements. One round trip. Through a pooler the
+ * connection keeps no session state outside a transaction (docs/
+ * deployment.md, "Poolers and high availability"): statements run unnamed,
+ * and the traits (oq_db_traits) turn off LISTEN, session settings and
+ * session advisory locks.
+ */
+static void detect_pooler(oq_db *db)
+{
+  db->pooled = db->pooled_seen;
+  if (db->engine != OQ_ENGINE_POSTGRES || db->pooled)
+    return;
+  bool timed_out = false;
+  PGresult *res = exec_simple(db, "SELECT pg_backend_pid()", &timed_out);
+  if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+      db->conn) {
+    long pid = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    db->pooled = pid != (long)PQbackendPID(db->conn);
+  }
+  PQclear(res); /* a failure here shows again on the first statement */
+  if (db->pooled)
+    OQ_LOG(OQ_LOG_DEBUG, NULL, NULL,
+           "%s is reached through a connection pooler (the server backend "
+           "is not the one announced): unnamed statements, no session state",
+           db->masked);
+}
+
+bool oq_db_pooled(const oq_db *db)
+{
+  return db && db->pooled;
 }
 
 /* Server NOTICEs ("relation already exists, skipping") go to the debug log,
@@ -355,6 +404,12 @@ static oq_err connect_now(oq_db *db)
   }
   PQsetNoticeProcessor(db->conn, on_notice, NULL);
   db->engine = oq__dialect_detect(PQparameterStatus(db->conn, "crdb_version"));
+  /* xorshift64: a new nonce per connection */
+  db->rng ^= db->rng << 13;
+  db->rng ^= db->rng >> 7;
+  db->rng ^= db->rng << 17;
+  db->prepared_nonce = (unsigned)(db->rng >> 32);
+  detect_pooler(db);
   return OQ_OK;
 }
 
@@ -696,7 +751,7 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
   }
   bool timed_out = false;
   PGresult *res = send_and_await(db, sql, nparams, types, params,
-                                 prepared ? name : NULL, &timed_out);
+                                 prepared && name[0] ? name : NULL, &timed_out);
   if (!res && !db->conn && !timed_out && !db->copy_refused &&
       db->last == OQ_ERR_CONN)
     return OQ_ERR_CONN; /* give_up: the reason is recorded */
@@ -706,9 +761,12 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     e = fail_from_result(db, res, "query failed");
-    if (prepared && e != OQ_ERR_CONN &&
-        oq__sqlstate_prepared_gone(db->sqlstate))
+    if (prepared && name[0] && e != OQ_ERR_CONN &&
+        oq__sqlstate_prepared_gone(db->sqlstate)) {
+      if (strcmp(db->sqlstate, "26000") == 0)
+        oq__db_vanished(db);
       e = lost_prepared(db);
+    }
     goto out;
   }
   if (affected)
@@ -808,7 +866,7 @@ static bool pipeline_send(oq_db *db, oq__pstmt *stmts, size_t from, size_t to,
    * the deadline is per statement */
   for (size_t i = from; i < to && ok; i++)
     ok = (i == 0 || PQsendFlushRequest(db->conn) == 1) &&
-         (stmts[i].prepared
+         (stmts[i].prepared && stmts[i].prepared[0]
               ? PQsendQueryPrepared(db->conn, stmts[i].prepared,
                                     stmts[i].nparams, stmts[i].params, NULL,
                                     NULL, 0)
@@ -1015,6 +1073,12 @@ oq_err oq_db_exec_typed_json(oq_db *db, const char *sql, int nparams,
 
 oq_err oq_db_listen(oq_db *db, const char *channel)
 {
+  if (db->pooled)
+    return oq__db_fail(db, OQ_ERR_CONFIG, NULL,
+                       "%s goes through a connection pooler: LISTEN needs a "
+                       "session of its own; give a direct connection "
+                       "(--listen-db) or poll",
+                       db->masked);
   if (!oq_db_traits(db)->listen_notify)
     return oq__db_fail(db, OQ_ERR_CONFIG, NULL,
                        "%s has no LISTEN/NOTIFY; poll instead",
@@ -1264,12 +1328,127 @@ static oq_err describe_cols(oq_db *db, const char *name, int *cols)
   return e;
 }
 
+/*
+ * Parse sql as the unnamed statement and describe it, in one pipeline (one
+ * Sync): behind a transaction pooler both messages then reach the same
+ * server connection, which separate round trips do not promise. *nparams
+ * and *ncols (each may be NULL) get its parameter and column counts.
+ * Nothing in sql runs. Called for the start-up check of a statement
+ * (oq_stmt_check) and, through a pooler, once per statement and
+ * connection for the pipelines' column counts (prepare_once).
+ */
+oq_err oq__db_describe_unnamed(oq_db *db, const char *sql, int nparams,
+                               const unsigned int *types, int *nparams_out,
+                               int *ncols_out, const char *what)
+{
+  oq__db_clear(db);
+  if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+    return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
+                       db->masked);
+  oq_err e = flush_begin(db);
+  if (e != OQ_OK)
+    return e;
+  if (!PQenterPipelineMode(db->conn))
+    return fail_from_result(db, NULL, what);
+  if (!PQsendPrepare(db->conn, "", sql, nparams, (const Oid *)types) ||
+      !PQsendDescribePrepared(db->conn, "") || !PQpipelineSync(db->conn)) {
+    give_up(db);
+    return OQ_ERR_CONN;
+  }
+  bool timed_out = false;
+  PGresult *parsed = await_result(db, &timed_out);
+  PGresult *described = db->conn ? await_result(db, &timed_out) : NULL;
+  if (!db->conn) {
+    PQclear(parsed);
+    PQclear(described);
+    return timed_out ? deadline_passed(db, what) : db->last;
+  }
+  uint64_t until =
+      db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
+  bool synced = false;
+  while (!synced && wait_readable(db, until, &timed_out)) {
+    PGresult *r = PQgetResult(db->conn);
+    if (!r && PQstatus(db->conn) == CONNECTION_BAD)
+      break;
+    synced = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    PQclear(r);
+  }
+  if (!synced || !PQexitPipelineMode(db->conn)) {
+    PQclear(parsed);
+    PQclear(described);
+    give_up(db);
+    return OQ_ERR_CONN;
+  }
+  if (!parsed || PQresultStatus(parsed) != PGRES_COMMAND_OK) {
+    e = fail_from_result(db, parsed, what);
+    parsed = NULL; /* fail_from_result does not clear it */
+  } else if (!described || PQresultStatus(described) != PGRES_COMMAND_OK) {
+    e = fail_from_result(db, described, what);
+  } else {
+    if (nparams_out)
+      *nparams_out = PQnparams(described);
+    if (ncols_out)
+      *ncols_out = PQnfields(described);
+  }
+  PQclear(parsed);
+  PQclear(described);
+  return e;
+}
+
+/* Through a pooler: no name (the statement runs unnamed, its Parse in the
+ * same message group as its Bind); the cache keeps the column count a
+ * pipeline needs, found once per statement and connection. */
+static oq_err prepare_unnamed(oq_db *db, const char *sql, int nparams,
+                              const unsigned int *types, char *name, int *ncols,
+                              const char *what)
+{
+  name[0] = '\0';
+  if (!ncols)
+    return OQ_OK;
+  for (int i = 0; i < OQ__DB_PREPARED_MAX; i++)
+    if (db->prepared[i] && db->prepared_cols[i] >= 0 &&
+        strcmp(db->prepared[i], sql) == 0) {
+      *ncols = db->prepared_cols[i];
+      return OQ_OK;
+    }
+  int cols = -1;
+  oq_err e =
+      oq__db_describe_unnamed(db, sql, nparams, types, NULL, &cols, what);
+  if (e != OQ_OK)
+    return e;
+  *ncols = cols;
+  int slot = (int)(db->prepared_next++ % OQ__DB_PREPARED_MAX);
+  free(db->prepared[slot]);
+  db->prepared[slot] = strdup(sql); /* out of memory: described again */
+  db->prepared_cols[slot] = cols;
+  return OQ_OK;
+}
+
+/* A statement we had prepared is gone before its Bind (26000) though
+ * nothing of ours dropped it: a transaction pooler sent the Bind to
+ * another server connection. Run unnamed from now on (detect_pooler
+ * missed the pooler, or it announces the server's own pid). */
+void oq__db_vanished(oq_db *db)
+{
+  if (db->pooled_seen)
+    return;
+  db->pooled_seen = true;
+  db->pooled = true;
+  OQ_LOG(OQ_LOG_WARN, NULL, NULL,
+         "a prepared statement vanished between Parse and Bind on %s: a "
+         "transaction-pooling proxy (pgbouncer pool_mode=transaction) is in "
+         "the way; this connection runs unnamed statements from now on",
+         db->masked);
+}
+
 /* what: the failure's wording (a statement that is run at once fails as
  * "query failed", whether its Parse or its Execute met the error). */
 static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
                            const unsigned int *types, char *name,
                            size_t namelen, int *ncols, const char *what)
 {
+  if (db->pooled)
+    return prepare_unnamed(db, sql, nparams, types, name, ncols, what);
   int slot = -1;
   for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
     if (db->prepared[i] && strcmp(db->prepared[i], sql) == 0) {

@@ -180,19 +180,27 @@ static int imin(long a, long b)
   return (int)(a < b ? a : b);
 }
 
-/* (Re)connect and, on PostgreSQL, LISTEN. */
-static oq_err prepare(oq_db *db, bool *listening)
+/* (Re)connect db and the listening connection ldb (db itself, or
+ * opts->listen) and, where it can, LISTEN on ldb. A listener of the
+ * caller's that fails is left for the next round: db still polls. */
+static oq_err prepare(oq_db *db, oq_db *ldb, bool *listening)
 {
   if (!oq_db_connected(db)) {
     oq_err e = oq__db_reconnect_patiently(db);
     if (e != OQ_OK)
       return e;
-    *listening = false;
+    if (ldb == db)
+      *listening = false;
   }
-  if (oq_db_traits(db)->listen_notify && !*listening) {
-    oq_err e = oq_db_listen(db, WAIT_CHANNEL);
+  if (ldb != db && !oq_db_connected(ldb)) {
+    *listening = false;
+    if (oq_db_reconnect(ldb) != OQ_OK)
+      return OQ_OK;
+  }
+  if (oq_db_traits(ldb)->listen_notify && !*listening) {
+    oq_err e = oq_db_listen(ldb, WAIT_CHANNEL);
     if (e != OQ_OK)
-      return e;
+      return ldb == db ? e : OQ_OK;
     *listening = true;
   }
   return OQ_OK;
@@ -219,11 +227,12 @@ oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
   uint64_t start = oq_monotonic_ms();
   uint64_t rng = oq_backoff_seed();
   bool listening = false, first = true;
+  oq_db *ldb = opts && opts->listen ? opts->listen : db;
   int delay = min_ms;
   oq_err e = OQ_OK;
   while (c.left > 0) {
     /* LISTEN before the check, so no commit falls between them */
-    e = prepare(db, &listening);
+    e = prepare(db, ldb, &listening);
     if (e != OQ_OK)
       break; /* could not reconnect within the db's retry policy */
     e = check(db, &c, first);
@@ -244,7 +253,7 @@ oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
       break;
     }
     /* sleep until the next check */
-    bool pg = oq_db_traits(db)->listen_notify;
+    bool pg = listening;
     int sleep_ms = PG_RECHECK_MS;
     if (!pg) {
       /* jitter: 75-125 % of the current delay */
@@ -264,7 +273,7 @@ oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
         break;
       if (pg) {
         int notified = 0;
-        if (oq_db_wait_notify(db, (int)slice, &notified) != OQ_OK) {
+        if (oq_db_wait_notify(ldb, (int)slice, &notified) != OQ_OK) {
           listening = false;
           break; /* the next check reconnects */
         }
@@ -277,8 +286,8 @@ oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
 out:
   if (e == OQ_OK && stopped(opts) && c.left > 0)
     e = OQ_ERR_CALLBACK;
-  if (listening && oq_db_connected(db))
-    (void)oq__db_simple(db, "UNLISTEN " WAIT_CHANNEL);
+  if (listening && oq_db_connected(ldb))
+    (void)oq__db_simple(ldb, "UNLISTEN " WAIT_CHANNEL);
   free(c.seen_live);
   if (e == OQ_ERR_TIMEOUT)
     return oq__db_fail(db, OQ_ERR_TIMEOUT, NULL,

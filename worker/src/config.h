@@ -21,7 +21,8 @@ typedef enum wk_handler_kind {
 } wk_handler_kind;
 
 typedef struct wk_config {
-  char *db;                          /* --db (a copy; argv is masked) */
+  char *db;        /* --db (a copy; argv is masked) */
+  char *listen_db; /* --listen-db (a copy; argv is masked); NULL: none */
   const char *queues[WK_MAX_QUEUES]; /* --queue, repeatable */
   size_t nqueues;                    /* 0 means "default" */
   int concurrency;                   /* executor threads */

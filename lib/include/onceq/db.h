@@ -18,6 +18,7 @@
 #ifndef ONCEQ_DB_H
 #define ONCEQ_DB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "onceq/backoff.h"
@@ -74,6 +75,14 @@ OQ_MUST_CHECK oq_err oq_db_reconnect(oq_db *db);
 int oq_db_connected(const oq_db *db);
 
 oq_engine oq_db_engine(const oq_db *db);
+/* true when a connection pooler (pgbouncer, PgCat, ...) stands between db
+ * and the server: found when the connection is made (the backend pid the
+ * pooler announced is not the server's) or when a prepared statement
+ * vanished before its Bind. Such a connection keeps no session state
+ * outside a transaction: statements run unnamed, and oq_db_traits gives
+ * it no LISTEN/NOTIFY, no session settings and no session advisory lock
+ * (docs/deployment.md, "Poolers and high availability"). */
+bool oq_db_pooled(const oq_db *db);
 /* The last error's message (one line, password masked) and SQLSTATE ("" if
  * none). Valid until the next call on this handle. */
 const char *oq_db_errmsg(const oq_db *db);

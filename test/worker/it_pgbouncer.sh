@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016 # $1..$4 in --sql statements are for the server
+# it_pgbouncer.sh: onceq-worker --sql through pgbouncer (the Debian
+# package). Transaction pooling with 2 server connections for two workers
+# of 4 executors each, with different statements: both drain, every item's
+# effect is its own worker's statement exactly once (a prepared statement
+# name shared between processes would run one worker's statement for the
+# other's item, or fail with 26000/42P05), and the worker says once that it
+# found a pooler. Then the same through session pooling.
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
+oq_setup pgbouncer
+
+N=300
+oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL, tag text NOT NULL,
+                             queue text NOT NULL)" >/dev/null
+
+# drain MODE: N items in each of queues qa and qb, one worker each through
+# the pooler, --drain; exactly-once and the right statement per item
+drain() {
+  local mode=$1 a b t0
+  oq_sql "TRUNCATE ledger;
+          INSERT INTO onceq_items (queue, payload)
+          SELECT q, jsonb_build_object('n', g)
+          FROM generate_series(1, $N) g, unnest('{qa,qb}'::text[]) q" >/dev/null
+  t0=$(oq_now_ms)
+  oq_worker_start "a_$mode" --db "$OQ_PGB_DSN" --drain --queue qa \
+    --concurrency 4 --poll-interval 200ms \
+    --sql 'INSERT INTO ledger (item_id, tag, queue) VALUES ($2, '"'a'"', $3)'
+  a=$OQ_LAST_PID
+  oq_worker_start "b_$mode" --db "$OQ_PGB_DSN" --drain --queue qb \
+    --concurrency 4 --poll-interval 200ms \
+    --sql 'INSERT INTO ledger (queue, tag, item_id) SELECT $3, '"'b'"', $2'
+  b=$OQ_LAST_PID
+  oq_wait_exit "$a" 60
+  oq_check "worker a exit code ($mode pooling)" "$OQ_RC" 0
+  oq_wait_exit "$b" 60
+  oq_check "worker b exit code ($mode pooling)" "$OQ_RC" 0
+  oq_log "$mode pooling: drained $((2 * N)) items in $(($(oq_now_ms) - t0)) ms"
+  oq_ledger_exact $((2 * N))
+  oq_check "items run by the other worker's statement ($mode pooling)" \
+    "$(oq_sql "SELECT count(*) FROM ledger
+               WHERE tag <> CASE queue WHEN 'qa' THEN 'a' ELSE 'b' END")" 0
+  oq_check "sessions left ($mode pooling)" \
+    "$(oq_sql 'SELECT count(*) FROM onceq_sessions')" 0
+}
+
+# ---- 1. transaction pooling, 2 server connections
+oq_pgbouncer_start pgb_tx transaction 2
+drain tx
+oq_check "pooler lines of worker a (one)" \
+  "$(grep -c 'through a connection pooler' "$OQ_TMP/a_tx.log" || true)" 1
+servers=$(oq_sql "SELECT count(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND pid <> pg_backend_pid()")
+oq_check_le "server connections of the test database" "$servers" 2
+oq_pgbouncer_stop
+
+# ---- 2. session pooling (a server connection per client connection)
+oq_pgbouncer_start pgb_session session 40
+drain session
+oq_pgbouncer_stop

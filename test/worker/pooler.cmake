@@ -1,0 +1,5 @@
+# onceq-worker through pgbouncer (the Debian package, started by the harness:
+# oq_pgbouncer_start). LABEL pooler: test/run.sh runs these once, in pass 2
+# (read committed, default build); the other passes leave them out.
+oq_add_script_test(NAME it_worker_pgbouncer SCRIPT it_pgbouncer.sh TIMEOUT 120
+                   NEEDS onceq-worker onceq LABELS integration pooler)
