@@ -6,7 +6,8 @@
 # effect is its own worker's statement exactly once (a prepared statement
 # name shared between processes would run one worker's statement for the
 # other's item, or fail with 26000/42P05), and the worker says once that it
-# found a pooler. Then the same through session pooling.
+# found a pooler; --exec and --http workers drain through it too. Then the
+# two --sql workers through session pooling.
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
 oq_setup pgbouncer
 
@@ -52,9 +53,47 @@ oq_check "pooler lines of worker a (one)" \
 servers=$(oq_sql "SELECT count(*) FROM pg_stat_activity
                   WHERE datname = current_database() AND pid <> pg_backend_pid()")
 oq_check_le "server connections of the test database" "$servers" 2
+
+# ---- 2. the other handlers through transaction pooling: --exec, --http
+oq_sql "INSERT INTO onceq_items (queue, payload)
+        SELECT q, jsonb_build_object('n', g)
+        FROM generate_series(1, 40) g, unnest('{qe,qh}'::text[]) q" >/dev/null
+oq_worker_start exec_tx --db "$OQ_PGB_DSN" --drain --queue qe \
+  --poll-interval 200ms --exec /bin/true
+oq_wait_exit "$OQ_LAST_PID" 60
+oq_check "--exec worker exit code (tx pooling)" "$OQ_RC" 0
+oq_check "--exec items left" "$(oq_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qe'")" 0
+# a POST sink on 127.0.0.1 that logs each Idempotency-Key
+cat >"$OQ_TMP/sink.py" <<'PY'
+import http.server, sys, threading
+out = open(sys.argv[1], "a", buffering=1)
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        out.write(self.headers.get("Idempotency-Key", "-") + "\n")
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[2], "w").write(str(s.server_address[1]))
+threading.Timer(110, s.shutdown).start()
+s.serve_forever()
+PY
+oq_start sink python3 "$OQ_TMP/sink.py" "$OQ_TMP/keys" "$OQ_TMP/sink.port"
+oq_wait_until 10 "the HTTP sink listening" test -s "$OQ_TMP/sink.port"
+oq_worker_start http_tx --db "$OQ_PGB_DSN" --drain --queue qh \
+  --poll-interval 200ms --http "http://127.0.0.1:$(cat "$OQ_TMP/sink.port")/"
+oq_wait_exit "$OQ_LAST_PID" 60
+oq_check "--http worker exit code (tx pooling)" "$OQ_RC" 0
+oq_check "--http items left" "$(oq_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qh'")" 0
+oq_check "--http items posted" "$(sort -u "$OQ_TMP/keys" | wc -l)" 40
 oq_pgbouncer_stop
 
-# ---- 2. session pooling (a server connection per client connection)
+# ---- 3. session pooling (a server connection per client connection)
 oq_pgbouncer_start pgb_session session 40
 drain session
 oq_pgbouncer_stop
