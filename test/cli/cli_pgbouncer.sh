@@ -4,8 +4,8 @@
 # Debian package) in transaction mode, 2 server connections: migrate (a
 # fresh database: the migration lock is a transaction lock there), push
 # (one, bulk), list, show, stats, sessions, parts, cancel, retry, reap,
-# schedule, wait (polling, with one line saying so, then with --listen-db
-# on a direct connection: no such line), and a coordinator that takes the
+# schedule, push --wait (polling, with one line saying so) and wait with
+# --listen-db on a direct connection (no such line), and a coordinator that takes the
 # lease, reaps an expired session and fires a schedule.
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
 oq_setup pgbouncer_cli
@@ -58,16 +58,19 @@ oq_check "retried item is live" \
 ok "cancel the retried item" cancel "$dead"
 
 # ---- wait: polls through the pooler (and says so once), wakes with --listen-db
+# (keep_result from the start: an item acked before `wait` asks to keep its
+# outcome would be unknown to it)
 oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL)" >/dev/null
-w1=$(cli push --queue w '{}')
 oq_worker_start w --db "$P" --queue w --poll-interval 300ms \
   --sql 'INSERT INTO ledger VALUES ($2)'
 W=$OQ_LAST_PID
-oq_run_cli "$OQ_TMP/out" "$OQ_TMP/err" --db "$P" wait "$w1" --timeout 20s
-oq_check "wait exit (polling)" "$OQ_RC" 0
-oq_check "wait's polling line" \
+oq_run_cli "$OQ_TMP/out" "$OQ_TMP/err" --db "$P" push --queue w --wait \
+  --timeout 20s '{}'
+oq_check "push --wait exit (polling)" "$OQ_RC" 0
+oq_check "push --wait's polling line" \
   "$(grep -c 'connection pooler.*--listen-db' "$OQ_TMP/err" || true)" 1
-w2=$(cli push --queue w '{}')
+w2=$(oq_sql "INSERT INTO onceq_items (queue, payload, keep_result)
+             VALUES ('w', '{}', true) RETURNING id" | head -n1)
 oq_run_cli "$OQ_TMP/out" "$OQ_TMP/err" --db "$P" --listen-db "$OQ_DSN" \
   wait "$w2" --timeout 20s
 oq_check "wait exit (--listen-db)" "$OQ_RC" 0

@@ -54,10 +54,21 @@ servers=$(oq_sql "SELECT count(*) FROM pg_stat_activity
                   WHERE datname = current_database() AND pid <> pg_backend_pid()")
 oq_check_le "server connections of the test database" "$servers" 2
 
-# ---- 2. the other handlers through transaction pooling: --exec, --http
-oq_sql "INSERT INTO onceq_items (queue, payload)
+# ---- 2. the other ack paths through transaction pooling: --sql-per-item,
+# --exec, --http
+oq_sql "TRUNCATE ledger;
+        INSERT INTO onceq_items (queue, payload)
         SELECT q, jsonb_build_object('n', g)
-        FROM generate_series(1, 40) g, unnest('{qe,qh}'::text[]) q" >/dev/null
+        FROM generate_series(1, 40) g, unnest('{qs,qe,qh}'::text[]) q" >/dev/null
+oq_worker_start per_item_tx --db "$OQ_PGB_DSN" --drain --queue qs \
+  --poll-interval 200ms --sql-per-item \
+  --sql 'INSERT INTO ledger (item_id, tag, queue) VALUES ($2, '"'s'"', $3)'
+oq_wait_exit "$OQ_LAST_PID" 60
+oq_check "--sql-per-item worker exit code (tx pooling)" "$OQ_RC" 0
+oq_check "--sql-per-item ledger (distinct/rows)" \
+  "$(oq_sql "SELECT count(DISTINCT item_id) || '/' || count(*) FROM ledger")" 40/40
+oq_check "--sql-per-item items left" \
+  "$(oq_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qs'")" 0
 oq_worker_start exec_tx --db "$OQ_PGB_DSN" --drain --queue qe \
   --poll-interval 200ms --exec /bin/true
 oq_wait_exit "$OQ_LAST_PID" 60
