@@ -74,14 +74,14 @@ void cm_log_pooler(const char *who, const char *sid, const char *listen_db,
   if (listen_db)
     OQ_LOG(OQ_LOG_INFO, sid, NULL,
            "%s: the database is reached through a connection pooler: "
-           "statements run unnamed, no session state outside a "
-           "transaction; wake-ups (LISTEN) through --listen-db",
+           "no session state outside a transaction; wake-ups (LISTEN) through "
+           "--listen-db",
            who);
   else
     OQ_LOG(OQ_LOG_INFO, sid, NULL,
            "%s: the database is reached through a connection pooler: "
-           "statements run unnamed, no session state outside a "
-           "transaction; LISTEN/NOTIFY cannot work through a transaction "
+           "no session state outside a transaction; LISTEN/NOTIFY cannot work "
+           "through a transaction "
            "pooler, so it polls every %ld ms; for wake-ups give --listen-db "
            "URL (or " CM_LISTEN_DB_ENV ") a direct connection to the server",
            who, poll_ms);

@@ -50,11 +50,14 @@ struct oq_db {
                               where a pooler passes names between server
                               connections */
   bool pooled;             /* a pooler stands between us and the server
-                              (detect_pooler): statements run unnamed, the
-                              cache keeps only their column counts */
+                              (detect_pooler): pooled traits, and a full
+                              statement cache renames instead of reusing */
+  bool async_commits;      /* oq_db_set_async_commits: single statements outside
+                              a transaction carry synchronous_commit = off */
   bool pooled_seen;        /* a statement we prepared vanished before its Bind
-                              (a transaction pooler): pooled from then on, on
-                              every reconnect too */
+                              (a transaction pooler): statements run unnamed
+                              (the cache keeps only their column counts) and
+                              pooled from then on, on every reconnect too */
   bool raw_handed_out;     /* oq_db_pgconn was called: BEGIN goes at once */
   oq_err last;             /* last error code */
   char sqlstate[6];        /* last SQLSTATE or "" */
@@ -255,9 +258,11 @@ static PGresult *exec_simple(oq_db *db, const char *sql, bool *timed_out);
  * the backend pid it announced (PQbackendPID) is not the pid of the server
  * backend that runs our statements. One round trip. Through a pooler the
  * connection keeps no session state outside a transaction (docs/
- * deployment.md, "Poolers and high availability"): statements run unnamed,
- * and the traits (oq_db_traits) turn off LISTEN, session settings and
- * session advisory locks.
+ * deployment.md, "Poolers and high availability"): the traits
+ * (oq_db_traits) turn off LISTEN, session settings and session advisory
+ * locks. Prepared statements stay, under names no other client can have,
+ * for poolers that keep them (session pooling, pgbouncer 1.21's
+ * max_prepared_statements), until one vanishes (oq__db_vanished).
  */
 static void detect_pooler(oq_db *db)
 {
@@ -275,13 +280,18 @@ static void detect_pooler(oq_db *db)
   if (db->pooled)
     OQ_LOG(OQ_LOG_DEBUG, NULL, NULL,
            "%s is reached through a connection pooler (the server backend "
-           "is not the one announced): unnamed statements, no session state",
+           "is not the one announced): no session state",
            db->masked);
 }
 
 bool oq_db_pooled(const oq_db *db)
 {
   return db && db->pooled;
+}
+
+void oq_db_set_async_commits(oq_db *db, bool on)
+{
+  db->async_commits = on && db->engine == OQ_ENGINE_POSTGRES;
 }
 
 /* Server NOTICEs ("relation already exists, skipping") go to the debug log,
@@ -666,14 +676,22 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
                                 bool *timed_out)
 {
   *timed_out = false;
-  if (!db->begin_pending)
+  /* oq_db_set_async_commits: the statement's own implicit transaction
+   * (everything up to the Sync) commits without waiting for the WAL
+   * flush; set_config(..., true) ends with it, so nothing outlives it */
+  const char *prelude =
+      db->begin_pending ? "BEGIN"
+      : db->async_commits && PQtransactionStatus(db->conn) == PQTRANS_IDLE
+          ? "SELECT set_config('synchronous_commit', 'off', true)"
+          : NULL;
+  if (!prelude)
     return send_stmt(db, sql, nparams, types, params, name)
                ? await_result(db, timed_out)
                : NULL;
   if (!PQenterPipelineMode(db->conn))
     return NULL; /* still pending: the caller's rollback clears it */
   db->begin_pending = false;
-  if (!PQsendQueryParams(db->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
+  if (!PQsendQueryParams(db->conn, prelude, 0, NULL, NULL, NULL, NULL, 0) ||
       !send_stmt(db, sql, nparams, types, params, name) ||
       !PQpipelineSync(db->conn)) {
     /* nothing can have committed; a half-sent pipeline is unusable */
@@ -689,7 +707,8 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
     PQclear(res);
     return NULL;
   }
-  if (!begin || PQresultStatus(begin) != PGRES_COMMAND_OK) {
+  if (!begin || (PQresultStatus(begin) != PGRES_COMMAND_OK &&
+                 PQresultStatus(begin) != PGRES_TUPLES_OK)) {
     PQclear(res); /* skipped: PGRES_PIPELINE_ABORTED */
     res = begin;
   } else {
@@ -857,6 +876,27 @@ static oq_err deliver_rows(PGresult *res, oq__pstmt *st)
 /* Send stmts[from..to) after the ones already sent; then a Sync when to is
  * the end, else a flush so their results come back while the transaction
  * stays open. False when the connection could not take them. */
+/*
+ * Send stmts[i]: its prepared statement, else its text. Through a pooler
+ * (prepared set but empty: unnamed) a run of the same statement, a batch's
+ * items, is parsed once, by the first of the run; the others bind the
+ * unnamed statement it left, which lasts until the next Parse. The whole
+ * run is in one pipeline, so on one server connection.
+ */
+static bool send_pstmt(oq_db *db, const oq__pstmt *stmts, size_t i)
+{
+  const oq__pstmt *s = &stmts[i];
+  bool unnamed = s->prepared && !s->prepared[0];
+  bool parsed = unnamed && i > 0 && stmts[i - 1].prepared &&
+                !stmts[i - 1].prepared[0] &&
+                strcmp(stmts[i - 1].sql, s->sql) == 0;
+  if ((s->prepared && !unnamed) || parsed)
+    return PQsendQueryPrepared(db->conn, s->prepared, s->nparams, s->params,
+                               NULL, NULL, 0) == 1;
+  return PQsendQueryParams(db->conn, s->sql, s->nparams, (const Oid *)s->types,
+                           s->params, NULL, NULL, 0) == 1;
+}
+
 static bool pipeline_send(oq_db *db, oq__pstmt *stmts, size_t from, size_t to,
                           size_t n)
 {
@@ -866,13 +906,7 @@ static bool pipeline_send(oq_db *db, oq__pstmt *stmts, size_t from, size_t to,
    * the deadline is per statement */
   for (size_t i = from; i < to && ok; i++)
     ok = (i == 0 || PQsendFlushRequest(db->conn) == 1) &&
-         (stmts[i].prepared && stmts[i].prepared[0]
-              ? PQsendQueryPrepared(db->conn, stmts[i].prepared,
-                                    stmts[i].nparams, stmts[i].params, NULL,
-                                    NULL, 0)
-              : PQsendQueryParams(db->conn, stmts[i].sql, stmts[i].nparams,
-                                  (const Oid *)stmts[i].types, stmts[i].params,
-                                  NULL, NULL, 0)) == 1;
+         send_pstmt(db, stmts, i);
   if (ok && to == n)
     ok = PQpipelineSync(db->conn) == 1;
   else if (ok)
@@ -1320,10 +1354,16 @@ static oq_err describe_cols(oq_db *db, const char *name, int *cols)
   if (timed_out)
     return deadline_passed(db, "describe failed");
   oq_err e = OQ_OK;
-  if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+  if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
     e = fail_from_result(db, res, "describe failed");
-  else
+    /* prepared a round trip ago, gone now: a transaction pooler */
+    if (e != OQ_ERR_CONN && strcmp(db->sqlstate, "26000") == 0) {
+      oq__db_vanished(db);
+      e = lost_prepared(db);
+    }
+  } else {
     *cols = PQnfields(res);
+  }
   PQclear(res);
   return e;
 }
@@ -1426,15 +1466,17 @@ static oq_err prepare_unnamed(oq_db *db, const char *sql, int nparams,
 
 /* A statement we had prepared is gone before its Bind (26000) though
  * nothing of ours dropped it: a transaction pooler sent the Bind to
- * another server connection. Run unnamed from now on (detect_pooler
- * missed the pooler, or it announces the server's own pid). */
+ * another server connection. Run unnamed from now on. Expected once per
+ * connection behind a transaction pooler (debug); a warning when
+ * detect_pooler had not seen one. */
 void oq__db_vanished(oq_db *db)
 {
   if (db->pooled_seen)
     return;
   db->pooled_seen = true;
+  bool known = db->pooled;
   db->pooled = true;
-  OQ_LOG(OQ_LOG_WARN, NULL, NULL,
+  OQ_LOG(known ? OQ_LOG_DEBUG : OQ_LOG_WARN, NULL, NULL,
          "a prepared statement vanished between Parse and Bind on %s: a "
          "transaction-pooling proxy (pgbouncer pool_mode=transaction) is in "
          "the way; this connection runs unnamed statements from now on",
@@ -1447,7 +1489,7 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
                            const unsigned int *types, char *name,
                            size_t namelen, int *ncols, const char *what)
 {
-  if (db->pooled)
+  if (db->pooled_seen)
     return prepare_unnamed(db, sql, nparams, types, name, ncols, what);
   int slot = -1;
   for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
@@ -1465,6 +1507,13 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
     }
     if (!db->prepared[i] && slot < 0)
       slot = i;
+  }
+  if (slot < 0 && db->pooled) {
+    /* full, through a pooler: a DEALLOCATE may reach another server
+     * connection than the statement, so a name is never given to other
+     * SQL: new names for all (the old ones stay behind where they are) */
+    oq__db_forget_prepared(db);
+    slot = 0;
   }
   if (slot < 0) {
     /* full: drop one, round robin, never the one named last (a pipeline

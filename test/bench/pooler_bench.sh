@@ -43,13 +43,19 @@ drain() {
   awk -v a="$acked" -v s="$secs" 'BEGIN { printf "%.0f", a / s }'
 }
 
+# cpu_ticks PID: user + system clock ticks the process has used
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
 ratios=()
 for r in $(seq 1 "$ROUNDS"); do
   d=$(drain "direct$r" "$OQ_DSN")
+  c0=$(cpu_ticks "$OQ_PGB_PID")
   p=$(drain "pooled$r" "$OQ_PGB_DSN")
+  cpu=$(awk -v t=$(($(cpu_ticks "$OQ_PGB_PID") - c0)) -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf "%.2f", t / hz }')
   ratio=$(awk -v p="$p" -v d="$d" 'BEGIN { printf "%.2f", p / d }')
   ratios+=("$ratio")
-  oq_log "round $r: direct $d items/s, pooled $p items/s, ratio $ratio"
+  oq_log "round $r: direct $d items/s, pooled $p items/s, ratio $ratio (pgbouncer used $cpu s of CPU for the pooled drain)"
 done
 sorted=$(printf '%s\n' "${ratios[@]}" | sort -n)
 median=$(sed -n "$(((ROUNDS + 1) / 2))p" <<<"$sorted")

@@ -182,6 +182,10 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms,
  */
 static void relax_claim_commits(oq_db *db)
 {
+  /* through a pooler a session SET would reach other clients' server
+   * connections: the claims carry it themselves instead */
+  if (oq_db_pooled(db))
+    oq_db_set_async_commits(db, true);
   if (!oq_db_traits(db)->session_settings)
     return;
   oq_err e = oq_db_exec(db, "SET synchronous_commit = off", 0, NULL, NULL);
