@@ -107,6 +107,3 @@ oq_wait_until 15 "the schedule fires" \
   oq_sql_is "SELECT count(*) > 0 FROM onceq_items WHERE queue = 'ticks'" t
 oq_stop "$C"
 oq_check "coordinator exit" "$OQ_RC" 0
-oq_check "server connections of the test database" \
-  "$(oq_sql "SELECT count(*) <= 2 FROM pg_stat_activity
-             WHERE datname = current_database() AND pid <> pg_backend_pid()")" t

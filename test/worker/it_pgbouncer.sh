@@ -6,14 +6,17 @@
 # effect is its own worker's statement exactly once (a prepared statement
 # name shared between processes would run one worker's statement for the
 # other's item, or fail with 26000/42P05), and the worker says once that it
-# found a pooler; --exec and --http workers drain through it too. Then the
-# two --sql workers through session pooling.
+# found a pooler; --sql-per-item, --exec and --http workers drain through
+# it too, and a worker with ONCEQ_LISTEN_DATABASE_URL (--listen-db) is woken
+# by NOTIFY on its direct connection. Then the two --sql workers through
+# session pooling.
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
 oq_setup pgbouncer
 
 N=300
 oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL, tag text NOT NULL,
-                             queue text NOT NULL)" >/dev/null
+                             queue text NOT NULL,
+                             server_pid int NOT NULL DEFAULT pg_backend_pid())" >/dev/null
 
 # drain MODE: N items in each of queues qa and qb, one worker each through
 # the pooler, --drain; exactly-once and the right statement per item
@@ -50,9 +53,9 @@ oq_pgbouncer_start pgb_tx transaction 2
 drain tx
 oq_check "pooler lines of worker a (one)" \
   "$(grep -c 'through a connection pooler' "$OQ_TMP/a_tx.log" || true)" 1
-servers=$(oq_sql "SELECT count(*) FROM pg_stat_activity
-                  WHERE datname = current_database() AND pid <> pg_backend_pid()")
-oq_check_le "server connections of the test database" "$servers" 2
+# 8 executors' connections (and 2 claim loops) shared 2 server backends
+oq_check_le "server backends that wrote the ledger" \
+  "$(oq_sql 'SELECT count(DISTINCT server_pid) FROM ledger')" 2
 
 # ---- 2. the other ack paths through transaction pooling: --sql-per-item,
 # --exec, --http
@@ -102,9 +105,33 @@ oq_wait_exit "$OQ_LAST_PID" 60
 oq_check "--http worker exit code (tx pooling)" "$OQ_RC" 0
 oq_check "--http items left" "$(oq_sql "SELECT count(*) FROM onceq_items WHERE queue = 'qh'")" 0
 oq_check "--http items posted" "$(sort -u "$OQ_TMP/keys" | wc -l)" 40
+
+# ---- 3. --listen-db: an idle worker through the pooler polls every 10 s,
+# but LISTENs on a direct connection (here from ONCEQ_LISTEN_DATABASE_URL),
+# so an item pushed now is done in well under the poll interval
+ONCEQ_LISTEN_DATABASE_URL=$OQ_DSN oq_worker_start listen_tx --db "$OQ_PGB_DSN" \
+  --queue ql --poll-interval 10s \
+  --sql 'INSERT INTO ledger (item_id, tag, queue) VALUES ($2, '"'l'"', $3)'
+L=$OQ_LAST_PID
+listening() {
+  [ "$(oq_sql "SELECT count(*) FROM pg_stat_activity
+               WHERE application_name = 'onceq-worker-listen'
+                 AND datname = current_database()")" -ge 1 ]
+}
+oq_wait_until 10 "the worker's direct LISTEN connection" listening
+sleep 0.5 # past its first poll
+t0=$(oq_now_ms)
+oq_sql "INSERT INTO onceq_items (queue, payload) VALUES ('ql', '{}')" >/dev/null
+woken() { [ "$(oq_sql "SELECT count(*) FROM ledger WHERE queue = 'ql'")" = 1 ]; }
+oq_wait_until 8 "the item done by a NOTIFY wake-up (not the 10 s poll)" woken
+oq_log "pushed to done through --listen-db: $(($(oq_now_ms) - t0)) ms"
+oq_check "--listen-db in the pooler line" \
+  "$(grep -c 'through a connection pooler.*through --listen-db' "$OQ_TMP/listen_tx.log" || true)" 1
+oq_stop "$L"
+oq_check "--listen-db worker exit code" "$OQ_RC" 0
 oq_pgbouncer_stop
 
-# ---- 3. session pooling (a server connection per client connection)
+# ---- 4. session pooling (a server connection per client connection)
 oq_pgbouncer_start pgb_session session 40
 drain session
 oq_pgbouncer_stop
