@@ -420,6 +420,12 @@ static oq_err connect_now(oq_db *db)
   db->rng ^= db->rng << 17;
   db->prepared_nonce = (unsigned)(db->rng >> 32);
   detect_pooler(db);
+  if (!db->conn) /* its round trip outlived the deadline */
+    return oq__db_fail(db, OQ_ERR_CONN, NULL,
+                       "cannot connect to %s: no answer within the %d ms "
+                       "deadline; check that the server is running and that "
+                       "--db / ONCEQ_DATABASE_URL points at it",
+                       db->masked, db->opts.deadline_ms);
   return OQ_OK;
 }
 
