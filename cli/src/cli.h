@@ -32,8 +32,10 @@
 #define CLI_EXIT_TIMEOUT 5   /* an item still pending at --timeout */
 
 typedef struct cli_globals {
-  const char *db; /* --db, a copy (argv is masked); NULL: environment */
-  bool json;      /* --json (read commands) */
+  const char *db;        /* --db, a copy (argv is masked); NULL: environment */
+  const char *listen_db; /* --listen-db, a copy (argv is masked); NULL:
+                            ONCEQ_LISTEN_DATABASE_URL or none */
+  bool json;             /* --json (read commands) */
 } cli_globals;
 
 /* A command: argv[0] is the command name; options after it are the

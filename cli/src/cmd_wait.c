@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "flags.h"
 #include "table.h"
 
 static volatile sig_atomic_t interrupted;
@@ -125,6 +126,36 @@ static void print_text(const char *cmd, const oq_wait_result *r, size_t n,
   }
 }
 
+/*
+ * Through a connection pooler (oq_db_pooled) LISTEN cannot work on db:
+ * open --listen-db (or ONCEQ_LISTEN_DATABASE_URL), a direct connection,
+ * for the wake-ups; without one, say once on stderr that the wait polls
+ * and how to get wake-ups back. NULL: wait on db alone.
+ */
+static oq_db *open_listen_db(oq_db *db, const cli_globals *g, const char *cmd)
+{
+  const char *direct = cm_listen_db(g->listen_db);
+  if (!oq_db_pooled(db) && !direct)
+    return NULL;
+  if (!direct) {
+    fprintf(stderr,
+            "onceq: %s: the database is reached through a connection "
+            "pooler, which cannot carry LISTEN/NOTIFY: polling (up to 1 s "
+            "apart); give --listen-db URL (or " CM_LISTEN_DB_ENV
+            ") a direct connection for wake-ups\n",
+            cmd);
+    return NULL;
+  }
+  oq_db *l = NULL;
+  char err[OQ_ERRBUF_SIZE];
+  oq_db_opts o = {.conninfo = direct, .application_name = "onceq-listen"};
+  if (oq_db_open(&o, &l, err, sizeof err) != OQ_OK) {
+    fprintf(stderr, "onceq: %s: --listen-db: %s; polling\n", cmd, err);
+    return NULL;
+  }
+  return l;
+}
+
 int cli_wait_ids(oq_db *db, const cli_globals *g, const char *cmd,
                  const char *const *ids, size_t n, long timeout_ms)
 {
@@ -138,7 +169,10 @@ int cli_wait_ids(oq_db *db, const cli_globals *g, const char *cmd,
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   oq_wait_opts wo = {.timeout_ms = timeout_ms, .stop = stop_requested};
+  oq_db *listen = open_listen_db(db, g, cmd);
+  wo.listen = listen;
   oq_err e = oq_wait(db, ids, n, &wo, res);
+  oq_db_close(listen);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   int rc = CLI_EXIT_OK;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "flags.h"
 
 static const cli_cmd commands[] = {
     {"migrate", cmd_migrate, "apply the schema, or show applied/available"},
@@ -34,6 +35,10 @@ static void usage(void)
          "  --db URL     database URL or conninfo (default: "
          "ONCEQ_DATABASE_URL,\n"
          "               then DATABASE_URL, then libpq's PG* variables)\n"
+         "  --listen-db URL\n"
+         "               a direct connection for the wake-ups of wait and\n"
+         "               push --wait when --db goes through a pooler\n"
+         "               (default: ONCEQ_LISTEN_DATABASE_URL)\n"
          "  --json       machine-readable output (read commands)\n"
          "  --help, --version\n"
          "\n`onceq COMMAND --help` for a command's options.\n"
@@ -44,6 +49,7 @@ int main(int argc, char **argv)
 {
   cli_globals g = {0};
   char *db_copy = NULL;
+  char *listen_copy = NULL;
   /* pull global options out of argv, keeping the command's arguments */
   char **rest = calloc((size_t)argc + 1, sizeof *rest);
   int nrest = 0, rc = CLI_EXIT_USAGE;
@@ -71,6 +77,19 @@ int main(int argc, char **argv)
       db_given = true;
       db_copy = strdup(a + 5);
       oq_conninfo_mask_in_place(a + 5);
+    } else if (strcmp(a, "--listen-db") == 0 ||
+               strncmp(a, "--listen-db=", 12) == 0) {
+      char err[256];
+      char *val = a[11] == '=' ? a + 12 : i + 1 < argc ? argv[++i] : NULL;
+      if (!val) {
+        rc = cli_usage_error(NULL, "--listen-db needs a value (a direct "
+                                   "database URL)");
+        goto out;
+      }
+      if (cm_flag_listen_db(val, &listen_copy, err, sizeof err) != 0) {
+        rc = cli_usage_error(NULL, "%s", err);
+        goto out;
+      }
     } else if (strcmp(a, "--json") == 0) {
       g.json = true;
     } else if (nrest == 0 &&
@@ -91,6 +110,7 @@ int main(int argc, char **argv)
     }
   }
   g.db = db_copy;
+  g.listen_db = listen_copy;
   if (db_copy && !*db_copy) {
     /* an unset variable in a script; libpq's defaults would be a guess */
     rc = cli_usage_error(NULL, "--db is empty; give a database URL, or leave "
@@ -114,5 +134,6 @@ int main(int argc, char **argv)
 out:
   free(rest);
   free(db_copy);
+  free(listen_copy);
   return rc;
 }

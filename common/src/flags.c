@@ -49,6 +49,44 @@ int cm_flag_log_format(const char *val, bool *json, char *err, size_t errlen)
   return 0;
 }
 
+int cm_flag_listen_db(char *val, char **db, char *err, size_t errlen)
+{
+  if (!*val) {
+    snprintf(err, errlen,
+             "--listen-db is empty; give a direct database URL (not through "
+             "the pooler), or leave --listen-db out to poll");
+    return -1;
+  }
+  return cm_flag_db(val, db, err, errlen);
+}
+
+const char *cm_listen_db(const char *flag_value)
+{
+  if (flag_value && *flag_value)
+    return flag_value;
+  const char *env = getenv(CM_LISTEN_DB_ENV);
+  return env && *env ? env : NULL;
+}
+
+void cm_log_pooler(const char *who, const char *sid, const char *listen_db,
+                   long poll_ms)
+{
+  if (listen_db)
+    OQ_LOG(OQ_LOG_INFO, sid, NULL,
+           "%s: the database is reached through a connection pooler: "
+           "no session state outside a transaction; wake-ups (LISTEN) through "
+           "--listen-db",
+           who);
+  else
+    OQ_LOG(OQ_LOG_INFO, sid, NULL,
+           "%s: the database is reached through a connection pooler: "
+           "no session state outside a transaction; LISTEN/NOTIFY cannot work "
+           "through a transaction "
+           "pooler, so it polls every %ld ms; for wake-ups give --listen-db "
+           "URL (or " CM_LISTEN_DB_ENV ") a direct connection to the server",
+           who, poll_ms);
+}
+
 int cm_flag_db(char *val, char **db, char *err, size_t errlen)
 {
   if (!*val) {

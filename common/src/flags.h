@@ -46,4 +46,32 @@ int cm_flag_log_format(const char *val, bool *json, char *err, size_t errlen);
  */
 int cm_flag_db(char *val, char **db, char *err, size_t errlen);
 
+/* The variable --listen-db falls back to. */
+#define CM_LISTEN_DB_ENV "ONCEQ_LISTEN_DATABASE_URL"
+#define CM_FLAGS_HELP_LISTEN_DB                                                \
+  "  --listen-db URL      a direct (unpooled) connection for LISTEN/NOTIFY\n"  \
+  "                       wake-ups when --db goes through a transaction\n"     \
+  "                       pooler (default: " CM_LISTEN_DB_ENV ")\n"
+
+/*
+ * --listen-db: like cm_flag_db (a copy in *db, val masked in argv, empty
+ * refused), for the direct connection that carries LISTEN when --db goes
+ * through a transaction pooler (docs/deployment.md, "Poolers and high
+ * availability").
+ */
+int cm_flag_listen_db(char *val, char **db, char *err, size_t errlen);
+
+/* --listen-db's value, else ONCEQ_LISTEN_DATABASE_URL when it is set and
+ * not empty, else NULL. Not a copy. */
+const char *cm_listen_db(const char *flag_value);
+
+/*
+ * The one line a daemon logs at start when its --db goes through a
+ * connection pooler (oq_db_pooled): what changes, and how wake-ups come
+ * back. listen_db: the --listen-db in use (NULL: none); poll_ms: the poll
+ * period the daemon falls back to. who: the program's name.
+ */
+void cm_log_pooler(const char *who, const char *sid, const char *listen_db,
+                   long poll_ms);
+
 #endif

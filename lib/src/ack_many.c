@@ -231,6 +231,7 @@ static oq_err sql_round_run(many *b)
     p[3] = att[k];
     st[k + 1] = (oq__pstmt){.sql = b->sql,
                             .prepared = item_stmt,
+                            .types = types,
                             .nparams = 4,
                             .params = p,
                             .first_row = ncols > 0 ? &rows[k] : NULL};
@@ -244,6 +245,7 @@ static oq_err sql_round_run(many *b)
   rows_in ri = {b, rows, cp};
   st[b->m + 1] = (oq__pstmt){.sql = check_sql(b),
                              .prepared = check_stmt,
+                             .types = check_types,
                              .nparams = CHECK_NPARAMS,
                              .params = cp,
                              .before = ncols > 0 ? results_from_rows : NULL,
@@ -400,6 +402,8 @@ static oq_err run_many(many *b, round_fn round)
     /* our prepared statements went away or no longer fit: prepare again
      * and rerun */
     if (oq__sqlstate_prepared_gone(oq_db_sqlstate(db))) {
+      if (strcmp(oq_db_sqlstate(db), "26000") == 0)
+        oq__db_vanished(db);
       oq__db_forget_prepared(db);
       goto again;
     }

@@ -47,11 +47,24 @@ struct oq_db {
   int prepared_cols[OQ__DB_PREPARED_MAX]; /* columns each one returns, -1
                                              until described */
   unsigned prepared_next;                 /* the slot evicted when full */
-  unsigned prepared_gen; /* in the names: a forgotten set never collides */
-  int prepared_last;     /* the slot named last: never the next evicted */
-  bool raw_handed_out;   /* oq_db_pgconn was called: BEGIN goes at once */
-  oq_err last;           /* last error code */
-  char sqlstate[6];      /* last SQLSTATE or "" */
+  unsigned prepared_gen;   /* in the names: a forgotten set never collides */
+  int prepared_last;       /* the slot named last: never the next evicted */
+  unsigned prepared_nonce; /* random per connection, in the names: no other
+                              client's statement can share one, even
+                              where a pooler passes names between server
+                              connections */
+  bool pooled;             /* a pooler stands between us and the server
+                              (detect_pooler): pooled traits, and a full
+                              statement cache renames instead of reusing */
+  bool async_commits;      /* oq_db_set_async_commits: single statements outside
+                              a transaction carry synchronous_commit = off */
+  bool pooled_seen;        /* a statement we prepared vanished before its Bind
+                              (a transaction pooler): statements run unnamed
+                              (the cache keeps only their column counts) and
+                              pooled from then on, on every reconnect too */
+  bool raw_handed_out;     /* oq_db_pgconn was called: BEGIN goes at once */
+  oq_err last;             /* last error code */
+  char sqlstate[6];        /* last SQLSTATE or "" */
   char errmsg[OQ_ERRBUF_SIZE];
 };
 
@@ -244,7 +257,53 @@ void oq__db_forget_prepared(oq_db *db)
 
 static void prepared_name(const oq_db *db, int slot, char *name, size_t len)
 {
-  snprintf(name, len, "oq_p%u_%d", db->prepared_gen, slot);
+  snprintf(name, len, "oq_p%08x_%u_%d", db->prepared_nonce, db->prepared_gen,
+           slot);
+}
+
+static PGresult *exec_simple(oq_db *db, const char *sql, bool *timed_out);
+
+/*
+ * Called once per connection on PostgreSQL, right after it is made: is a
+ * pooler (pgbouncer, PgCat, Odyssey, Supavisor) between us and the server?
+ * A pooler answers the startup itself and hands out its own cancel key, so
+ * the backend pid it announced (PQbackendPID) is not the pid of the server
+ * backend that runs our statements. One round trip. Through a pooler the
+ * connection keeps no session state outside a transaction (docs/
+ * deployment.md, "Poolers and high availability"): the traits
+ * (oq_db_traits) turn off LISTEN, session settings and session advisory
+ * locks. Prepared statements stay, under names no other client can have,
+ * for poolers that keep them (session pooling, pgbouncer 1.21's
+ * max_prepared_statements), until one vanishes (oq__db_vanished).
+ */
+static void detect_pooler(oq_db *db)
+{
+  db->pooled = db->pooled_seen;
+  if (db->engine != OQ_ENGINE_POSTGRES || db->pooled)
+    return;
+  bool timed_out = false;
+  PGresult *res = exec_simple(db, "SELECT pg_backend_pid()", &timed_out);
+  if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+      db->conn) {
+    long pid = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    db->pooled = pid != (long)PQbackendPID(db->conn);
+  }
+  PQclear(res); /* a failure here shows again on the first statement */
+  if (db->pooled)
+    OQ_LOG(OQ_LOG_DEBUG, NULL, NULL,
+           "%s is reached through a connection pooler (the server backend "
+           "is not the one announced): no session state",
+           db->masked);
+}
+
+bool oq_db_pooled(const oq_db *db)
+{
+  return db && db->pooled;
+}
+
+void oq_db_set_async_commits(oq_db *db, bool on)
+{
+  db->async_commits = on && db->engine == OQ_ENGINE_POSTGRES;
 }
 
 /* Server NOTICEs ("relation already exists, skipping") go to the debug log,
@@ -369,6 +428,18 @@ static oq_err connect_now(oq_db *db)
   }
   PQsetNoticeProcessor(db->conn, on_notice, NULL);
   db->engine = oq__dialect_detect(PQparameterStatus(db->conn, "crdb_version"));
+  /* xorshift64: a new nonce per connection */
+  db->rng ^= db->rng << 13;
+  db->rng ^= db->rng >> 7;
+  db->rng ^= db->rng << 17;
+  db->prepared_nonce = (unsigned)(db->rng >> 32);
+  detect_pooler(db);
+  if (!db->conn) /* its round trip outlived the deadline */
+    return oq__db_fail(db, OQ_ERR_CONN, NULL,
+                       "cannot connect to %s: no answer within the %d ms "
+                       "deadline; check that the server is running and that "
+                       "--db / ONCEQ_DATABASE_URL points at it",
+                       db->masked, db->opts.deadline_ms);
   return OQ_OK;
 }
 
@@ -628,14 +699,22 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
                                 bool *timed_out)
 {
   *timed_out = false;
-  if (!db->begin_pending)
+  /* oq_db_set_async_commits: the statement's own implicit transaction
+   * (everything up to the Sync) commits without waiting for the WAL
+   * flush; set_config(..., true) ends with it, so nothing outlives it */
+  const char *prelude =
+      db->begin_pending ? "BEGIN"
+      : db->async_commits && PQtransactionStatus(db->conn) == PQTRANS_IDLE
+          ? "SELECT set_config('synchronous_commit', 'off', true)"
+          : NULL;
+  if (!prelude)
     return send_stmt(db, sql, nparams, types, params, name)
                ? await_result(db, timed_out)
                : NULL;
   if (!PQenterPipelineMode(db->conn))
     return NULL; /* still pending: the caller's rollback clears it */
   db->begin_pending = false;
-  if (!PQsendQueryParams(db->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
+  if (!PQsendQueryParams(db->conn, prelude, 0, NULL, NULL, NULL, NULL, 0) ||
       !send_stmt(db, sql, nparams, types, params, name) ||
       !PQpipelineSync(db->conn)) {
     /* nothing can have committed; a half-sent pipeline is unusable */
@@ -651,7 +730,8 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
     PQclear(res);
     return NULL;
   }
-  if (!begin || PQresultStatus(begin) != PGRES_COMMAND_OK) {
+  if (!begin || (PQresultStatus(begin) != PGRES_COMMAND_OK &&
+                 PQresultStatus(begin) != PGRES_TUPLES_OK)) {
     PQclear(res); /* skipped: PGRES_PIPELINE_ABORTED */
     res = begin;
   } else {
@@ -713,7 +793,7 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
   }
   bool timed_out = false;
   PGresult *res = send_and_await(db, sql, nparams, types, params,
-                                 prepared ? name : NULL, &timed_out);
+                                 prepared && name[0] ? name : NULL, &timed_out);
   if (!res && !db->conn && !timed_out && !db->copy_refused &&
       db->last == OQ_ERR_CONN)
     return OQ_ERR_CONN; /* give_up: the reason is recorded */
@@ -723,9 +803,12 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     e = fail_from_result(db, res, "query failed");
-    if (prepared && e != OQ_ERR_CONN &&
-        oq__sqlstate_prepared_gone(db->sqlstate))
+    if (prepared && name[0] && e != OQ_ERR_CONN &&
+        oq__sqlstate_prepared_gone(db->sqlstate)) {
+      if (strcmp(db->sqlstate, "26000") == 0)
+        oq__db_vanished(db);
       e = lost_prepared(db);
+    }
     goto out;
   }
   if (affected)
@@ -816,6 +899,27 @@ static oq_err deliver_rows(PGresult *res, oq__pstmt *st)
 /* Send stmts[from..to) after the ones already sent; then a Sync when to is
  * the end, else a flush so their results come back while the transaction
  * stays open. False when the connection could not take them. */
+/*
+ * Send stmts[i]: its prepared statement, else its text. Through a pooler
+ * (prepared set but empty: unnamed) a run of the same statement, a batch's
+ * items, is parsed once, by the first of the run; the others bind the
+ * unnamed statement it left, which lasts until the next Parse. The whole
+ * run is in one pipeline, so on one server connection.
+ */
+static bool send_pstmt(oq_db *db, const oq__pstmt *stmts, size_t i)
+{
+  const oq__pstmt *s = &stmts[i];
+  bool unnamed = s->prepared && !s->prepared[0];
+  bool parsed = unnamed && i > 0 && stmts[i - 1].prepared &&
+                !stmts[i - 1].prepared[0] &&
+                strcmp(stmts[i - 1].sql, s->sql) == 0;
+  if ((s->prepared && !unnamed) || parsed)
+    return PQsendQueryPrepared(db->conn, s->prepared, s->nparams, s->params,
+                               NULL, NULL, 0) == 1;
+  return PQsendQueryParams(db->conn, s->sql, s->nparams, (const Oid *)s->types,
+                           s->params, NULL, NULL, 0) == 1;
+}
+
 static bool pipeline_send(oq_db *db, oq__pstmt *stmts, size_t from, size_t to,
                           size_t n)
 {
@@ -826,13 +930,7 @@ static bool pipeline_send(oq_db *db, oq__pstmt *stmts, size_t from, size_t to,
   db->statements += to - from;
   for (size_t i = from; i < to && ok; i++)
     ok = (i == 0 || PQsendFlushRequest(db->conn) == 1) &&
-         (stmts[i].prepared
-              ? PQsendQueryPrepared(db->conn, stmts[i].prepared,
-                                    stmts[i].nparams, stmts[i].params, NULL,
-                                    NULL, 0)
-              : PQsendQueryParams(db->conn, stmts[i].sql, stmts[i].nparams,
-                                  (const Oid *)stmts[i].types, stmts[i].params,
-                                  NULL, NULL, 0)) == 1;
+         send_pstmt(db, stmts, i);
   if (ok && to == n)
     ok = PQpipelineSync(db->conn) == 1;
   else if (ok)
@@ -1040,6 +1138,12 @@ oq_err oq_db_exec_typed_json(oq_db *db, const char *sql, int nparams,
 
 oq_err oq_db_listen(oq_db *db, const char *channel)
 {
+  if (db->pooled)
+    return oq__db_fail(db, OQ_ERR_CONFIG, NULL,
+                       "%s goes through a connection pooler: LISTEN needs a "
+                       "session of its own; give a direct connection "
+                       "(--listen-db) or poll",
+                       db->masked);
   if (!oq_db_traits(db)->listen_notify)
     return oq__db_fail(db, OQ_ERR_CONFIG, NULL,
                        "%s has no LISTEN/NOTIFY; poll instead",
@@ -1289,12 +1393,133 @@ static oq_err describe_cols(oq_db *db, const char *name, int *cols)
   if (timed_out)
     return deadline_passed(db, "describe failed");
   oq_err e = OQ_OK;
-  if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+  if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
     e = fail_from_result(db, res, "describe failed");
-  else
+    /* prepared a round trip ago, gone now: a transaction pooler */
+    if (e != OQ_ERR_CONN && strcmp(db->sqlstate, "26000") == 0) {
+      oq__db_vanished(db);
+      e = lost_prepared(db);
+    }
+  } else {
     *cols = PQnfields(res);
+  }
   PQclear(res);
   return e;
+}
+
+/*
+ * Parse sql as the unnamed statement and describe it, in one pipeline (one
+ * Sync): behind a transaction pooler both messages then reach the same
+ * server connection, which separate round trips do not promise. *nparams
+ * and *ncols (each may be NULL) get its parameter and column counts.
+ * Nothing in sql runs. Called for the start-up check of a statement
+ * (oq_stmt_check) and, through a pooler, once per statement and
+ * connection for the pipelines' column counts (prepare_once).
+ */
+oq_err oq__db_describe_unnamed(oq_db *db, const char *sql, int nparams,
+                               const unsigned int *types, int *nparams_out,
+                               int *ncols_out, const char *what)
+{
+  oq__db_clear(db);
+  if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+    return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
+                       db->masked);
+  oq_err e = flush_begin(db);
+  if (e != OQ_OK)
+    return e;
+  if (!PQenterPipelineMode(db->conn))
+    return fail_from_result(db, NULL, what);
+  if (!PQsendPrepare(db->conn, "", sql, nparams, (const Oid *)types) ||
+      !PQsendDescribePrepared(db->conn, "") || !PQpipelineSync(db->conn)) {
+    give_up(db);
+    return OQ_ERR_CONN;
+  }
+  bool timed_out = false;
+  PGresult *parsed = await_result(db, &timed_out);
+  PGresult *described = db->conn ? await_result(db, &timed_out) : NULL;
+  if (!db->conn) {
+    PQclear(parsed);
+    PQclear(described);
+    return timed_out ? deadline_passed(db, what) : db->last;
+  }
+  uint64_t until =
+      db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
+  bool synced = false;
+  while (!synced && wait_readable(db, until, &timed_out)) {
+    PGresult *r = PQgetResult(db->conn);
+    if (!r && PQstatus(db->conn) == CONNECTION_BAD)
+      break;
+    synced = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    PQclear(r);
+  }
+  if (!synced || !PQexitPipelineMode(db->conn)) {
+    PQclear(parsed);
+    PQclear(described);
+    give_up(db);
+    return OQ_ERR_CONN;
+  }
+  if (!parsed || PQresultStatus(parsed) != PGRES_COMMAND_OK) {
+    e = fail_from_result(db, parsed, what);
+    parsed = NULL; /* fail_from_result does not clear it */
+  } else if (!described || PQresultStatus(described) != PGRES_COMMAND_OK) {
+    e = fail_from_result(db, described, what);
+  } else {
+    if (nparams_out)
+      *nparams_out = PQnparams(described);
+    if (ncols_out)
+      *ncols_out = PQnfields(described);
+  }
+  PQclear(parsed);
+  PQclear(described);
+  return e;
+}
+
+/* Through a pooler: no name (the statement runs unnamed, its Parse in the
+ * same message group as its Bind); the cache keeps the column count a
+ * pipeline needs, found once per statement and connection. */
+static oq_err prepare_unnamed(oq_db *db, const char *sql, int nparams,
+                              const unsigned int *types, char *name, int *ncols,
+                              const char *what)
+{
+  name[0] = '\0';
+  if (!ncols)
+    return OQ_OK;
+  for (int i = 0; i < OQ__DB_PREPARED_MAX; i++)
+    if (db->prepared[i] && db->prepared_cols[i] >= 0 &&
+        strcmp(db->prepared[i], sql) == 0) {
+      *ncols = db->prepared_cols[i];
+      return OQ_OK;
+    }
+  int cols = -1;
+  oq_err e =
+      oq__db_describe_unnamed(db, sql, nparams, types, NULL, &cols, what);
+  if (e != OQ_OK)
+    return e;
+  *ncols = cols;
+  int slot = (int)(db->prepared_next++ % OQ__DB_PREPARED_MAX);
+  free(db->prepared[slot]);
+  db->prepared[slot] = strdup(sql); /* out of memory: described again */
+  db->prepared_cols[slot] = cols;
+  return OQ_OK;
+}
+
+/* A statement we had prepared is gone before its Bind (26000) though
+ * nothing of ours dropped it: a transaction pooler sent the Bind to
+ * another server connection. Run unnamed from now on. Expected once per
+ * connection behind a transaction pooler (debug); a warning when
+ * detect_pooler had not seen one. */
+void oq__db_vanished(oq_db *db)
+{
+  if (db->pooled_seen)
+    return;
+  db->pooled_seen = true;
+  bool known = db->pooled;
+  db->pooled = true;
+  OQ_LOG(known ? OQ_LOG_DEBUG : OQ_LOG_WARN, NULL, NULL,
+         "a prepared statement vanished between Parse and Bind on %s: a "
+         "transaction-pooling proxy (pgbouncer pool_mode=transaction) is in "
+         "the way; this connection runs unnamed statements from now on",
+         db->masked);
 }
 
 /* what: the failure's wording (a statement that is run at once fails as
@@ -1303,6 +1528,8 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
                            const unsigned int *types, char *name,
                            size_t namelen, int *ncols, const char *what)
 {
+  if (db->pooled_seen)
+    return prepare_unnamed(db, sql, nparams, types, name, ncols, what);
   int slot = -1;
   for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
     if (db->prepared[i] && strcmp(db->prepared[i], sql) == 0) {
@@ -1319,6 +1546,13 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
     }
     if (!db->prepared[i] && slot < 0)
       slot = i;
+  }
+  if (slot < 0 && db->pooled) {
+    /* full, through a pooler: a DEALLOCATE may reach another server
+     * connection than the statement, so a name is never given to other
+     * SQL: new names for all (the old ones stay behind where they are) */
+    oq__db_forget_prepared(db);
+    slot = 0;
   }
   if (slot < 0) {
     /* full: drop one, round robin, never the one named last (a pipeline

@@ -129,6 +129,20 @@ oq_err oq__db_query_prepared_retry(oq_db *db, const char *sql, int nparams,
 /* Forget what oq__db_prepare_once prepared (the server lost it: 26000). */
 void oq__db_forget_prepared(oq_db *db);
 
+/* A statement of ours vanished before its Bind (26000): a transaction
+ * pooler is in the way; db runs unnamed statements from now on, on every
+ * reconnect too, and logs so once. */
+void oq__db_vanished(oq_db *db);
+
+/* Parse sql unnamed and describe it in one pipeline (one Sync, so one
+ * server connection even behind a transaction pooler); nothing runs.
+ * *nparams_out and *ncols_out may be NULL. `what` heads the error. */
+OQ_MUST_CHECK oq_err oq__db_describe_unnamed(oq_db *db, const char *sql,
+                                             int nparams,
+                                             const unsigned int *types,
+                                             int *nparams_out, int *ncols_out,
+                                             const char *what);
+
 /* Count a transaction restart taken outside oq_db_transact (metrics). */
 void oq__db_count_restart(oq_db *db);
 

@@ -248,13 +248,27 @@ static oq_err migrate_per_statement(oq_db *db, int *from, int *to)
   return e;
 }
 
+/* The migration lock of a connection that may not hold session state (a
+ * transaction pooler, oq_db_pooled): the same key as OQ__SQL_MIGRATE_LOCK,
+ * so both kinds exclude each other, released by the COMMIT or ROLLBACK. */
+static const char migrate_xact_lock_pg[] =
+    "SELECT pg_advisory_xact_lock(465793504625)";
+
 static oq_err migrate_pg(oq_db *db, int *from, int *to)
 {
-  oq_err e = oq_db_exec(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_MIGRATE_LOCK),
-                        0, NULL, NULL);
+  bool session_lock = oq_db_traits(db)->advisory_lock;
+  oq_err e =
+      session_lock
+          ? oq_db_exec(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_MIGRATE_LOCK), 0,
+                       NULL, NULL)
+          : OQ_OK;
   if (e != OQ_OK)
     return e;
   e = oq__db_simple(db, "BEGIN ISOLATION LEVEL READ COMMITTED");
+  if (e == OQ_OK && !session_lock)
+    e = oq__db_simple(db, migrate_xact_lock_pg);
+  if (e != OQ_OK && !session_lock)
+    (void)oq__db_simple(db, "ROLLBACK");
   if (e != OQ_OK)
     goto unlock;
   e = oq__db_simple(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_MIGRATIONS_TABLE));
@@ -282,7 +296,7 @@ static oq_err migrate_pg(oq_db *db, int *from, int *to)
     e = oq__db_fail(db, kept, state, "migration failed: %s", keep);
   }
 unlock:
-  if (oq_db_connected(db)) {
+  if (session_lock && oq_db_connected(db)) {
     char keep[OQ_ERRBUF_SIZE];
     char state[6];
     snprintf(keep, sizeof keep, "%s", oq_db_errmsg(db));

@@ -32,6 +32,21 @@ static const oq_engine_traits table[] = {
                              .poll_ms = 150},
 };
 
+/* PostgreSQL through a connection pooler (oq_db_pooled): nothing may live
+ * in the server session outside a transaction, since a transaction pooler
+ * hands the next one to any server connection. LISTEN would listen on a
+ * server connection we may never see again: poll (a direct connection,
+ * the daemons' --listen-db, brings wake-ups back); migrations take a
+ * transaction advisory lock; no session SET. */
+static const oq_engine_traits pooled = {.name = "postgres-pooled",
+                                        .listen_notify = false,
+                                        .advisory_lock = false,
+                                        .transactional_ddl = true,
+                                        .multi_queue_claim = true,
+                                        .session_settings = false,
+                                        .stat_views = true,
+                                        .poll_ms = 200};
+
 const oq_engine_traits *oq_engine_traits_of(oq_engine engine)
 {
   return engine == OQ_ENGINE_COCKROACH ? &table[OQ_ENGINE_COCKROACH]
@@ -50,5 +65,7 @@ const oq_engine_traits *oq__engine_traits_pick(oq_engine engine,
  * one), and the switch is set before a process starts. */
 const oq_engine_traits *oq_db_traits(const oq_db *db)
 {
-  return oq__engine_traits_pick(oq_db_engine(db), getenv(OQ_TRAITS_ENV));
+  const oq_engine_traits *t =
+      oq__engine_traits_pick(oq_db_engine(db), getenv(OQ_TRAITS_ENV));
+  return t == &table[OQ_ENGINE_POSTGRES] && oq_db_pooled(db) ? &pooled : t;
 }

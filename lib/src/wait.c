@@ -313,19 +313,27 @@ static int imin(long a, long b)
   return (int)(a < b ? a : b);
 }
 
-/* (Re)connect and, on PostgreSQL, LISTEN. */
-static oq_err prepare(oq_db *db, bool *listening)
+/* (Re)connect db and the listening connection ldb (db itself, or
+ * opts->listen) and, where it can, LISTEN on ldb. A listener of the
+ * caller's that fails is left for the next round: db still polls. */
+static oq_err prepare(oq_db *db, oq_db *ldb, bool *listening)
 {
   if (!oq_db_connected(db)) {
     oq_err e = oq__db_reconnect_patiently(db);
     if (e != OQ_OK)
       return e;
-    *listening = false;
+    if (ldb == db)
+      *listening = false;
   }
-  if (oq_db_traits(db)->listen_notify && !*listening) {
-    oq_err e = oq_db_listen(db, WAIT_CHANNEL);
+  if (ldb != db && !oq_db_connected(ldb)) {
+    *listening = false;
+    if (oq_db_reconnect(ldb) != OQ_OK)
+      return OQ_OK;
+  }
+  if (oq_db_traits(ldb)->listen_notify && !*listening) {
+    oq_err e = oq_db_listen(ldb, WAIT_CHANNEL);
     if (e != OQ_OK)
-      return e;
+      return ldb == db ? e : OQ_OK;
     *listening = true;
   }
   return OQ_OK;
@@ -359,12 +367,13 @@ oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
   uint64_t start = oq_monotonic_ms();
   uint64_t rng = oq_backoff_seed();
   bool listening = false, first = true;
+  oq_db *ldb = opts && opts->listen ? opts->listen : db;
   int delay = min_ms;
   uint64_t recheck_at = 0; /* PostgreSQL: the next check of every id */
   oq_err e = OQ_OK;
   while (c.left > 0) {
     /* LISTEN before the check, so no commit falls between them */
-    e = prepare(db, &listening);
+    e = prepare(db, ldb, &listening);
     if (e != OQ_OK)
       break; /* could not reconnect within the db's retry policy */
     /* every id: the periodic re-check, and the last check at the deadline */
@@ -390,7 +399,7 @@ oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
       break;
     }
     /* sleep until the next check */
-    bool pg = oq_db_traits(db)->listen_notify;
+    bool pg = listening;
     uint64_t until;
     if (pg) {
       if (full)
@@ -415,7 +424,7 @@ oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
         break;
       if (pg) {
         int notified = 0;
-        if (oq__db_notifies(db, (int)slice, on_notify, &c, &notified) !=
+        if (oq__db_notifies(ldb, (int)slice, on_notify, &c, &notified) !=
             OQ_OK) {
           listening = false;
           c.all = true;
@@ -431,8 +440,8 @@ oq_err oq_wait(oq_db *db, const char *const *ids, size_t n,
 out:
   if (e == OQ_OK && stopped(opts) && c.left > 0)
     e = OQ_ERR_CALLBACK;
-  if (listening && oq_db_connected(db))
-    (void)oq__db_simple(db, "UNLISTEN " WAIT_CHANNEL);
+  if (listening && oq_db_connected(ldb))
+    (void)oq__db_simple(ldb, "UNLISTEN " WAIT_CHANNEL);
   size_t left = c.left;
   ctx_free(&c);
   if (e == OQ_ERR_TIMEOUT)

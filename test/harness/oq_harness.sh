@@ -13,7 +13,7 @@
 #    connection a daemon or the CLI makes runs under the pass's isolation;
 #    dropped on exit unless a check failed (then kept for a post-mortem);
 #  - child: a process the test started (oq_start, oq_worker_start,
-#    oq_coordinator, oq_proxy_start, or `cmd & OQ_PIDS+=($!)`); the EXIT
+#    oq_coordinator, oq_proxy_start, oq_pgbouncer_start, or `cmd & OQ_PIDS+=($!)`); the EXIT
 #    trap stops every one of them by pid (SIGCONT, SIGTERM, SIGKILL after
 #    5 s), never by name;
 #  - scratch folder OQ_TMP: child logs (NAME.log), scripts, outputs; on a
@@ -608,6 +608,75 @@ oq_proxy_cmd() {
   }
   oq_wait_until 5 "proxy $name to take '$cmd'" oq_proxy_acked
   grep -F -- "cutproxy: ok $cmd at_ms=" "$log" | tail -n1 | sed 's/.*at_ms=//'
+}
+
+# ---- pgbouncer (the Debian package) -----------------------------------------
+# A real transaction- or session-pooling pgbouncer in front of the test
+# server, on 127.0.0.1 and a free port, with a small server pool so that
+# more clients than server connections really share them. It runs in the
+# foreground (its log in $OQ_TMP/NAME.log), stopped by pid like any child.
+
+# oq_pgbouncer_start NAME MODE [POOL_SIZE]: start pgbouncer with
+# pool_mode=MODE (transaction|session) and default_pool_size=POOL_SIZE (2);
+# sets OQ_PGB_PID, OQ_PGB_PORT and OQ_PGB_DSN (the test database through
+# it). Skips (77) when pgbouncer is not installed. Called again with the
+# same NAME (after oq_pgbouncer_stop), it starts on the same port.
+oq_pgbouncer_start() {
+  local name=$1 mode=$2 pool=${3:-2} bin up host port user conf
+  bin=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+  if [ ! -x "$bin" ]; then
+    echo "SKIP: pgbouncer is not installed (Debian package pgbouncer)" >&2
+    exit 77
+  fi
+  up=$(oq_upstream)
+  host=${up% *}
+  port=${up#* }
+  conf="$OQ_TMP/$name.ini"
+  if [ ! -f "$conf" ]; then
+    OQ_PGB_PORT=$(oq_free_port)
+    user=$(oq_sql "SELECT current_user")
+    # trust between the test and pgbouncer; pgbouncer logs in to the
+    # server as the test's role (trust on 127.0.0.1, see test/run.sh)
+    printf '"%s" ""\n' "$user" >"$OQ_TMP/$name.users"
+    {
+      echo "[databases]"
+      echo "* = host=$host port=$port"
+      echo "[pgbouncer]"
+      echo "listen_addr = 127.0.0.1"
+      echo "listen_port = $OQ_PGB_PORT"
+      echo "unix_socket_dir ="
+      echo "auth_type = trust"
+      echo "auth_file = $OQ_TMP/$name.users"
+      echo "pool_mode = $mode"
+      echo "default_pool_size = $pool"
+      echo "max_db_connections = $pool"
+      echo "reserve_pool_size = 0"
+      echo "max_client_conn = 200"
+      echo "server_login_retry = 1"
+      echo "log_connections = 0"
+      echo "log_disconnections = 0"
+    } >"$conf"
+    chmod 644 "$conf" "$OQ_TMP/$name.users"
+  fi
+  # pgbouncer refuses to run as root: run it as the server's OS user
+  if [ "$(id -u)" = 0 ]; then
+    oq_start "$name" "$bin" -u "${ONCEQ_TEST_PGOSUSER:-postgres}" "$conf"
+  else
+    oq_start "$name" "$bin" "$conf"
+  fi
+  OQ_PGB_PID=$OQ_LAST_PID
+  OQ_PGB_DSN="$OQ_DSN host=127.0.0.1 hostaddr=127.0.0.1 port=$OQ_PGB_PORT sslmode=disable gssencmode=disable"
+  oq_pgb_up() { "$OQ_PSQL" -X -q -At -d "$OQ_PGB_DSN" -c 'SELECT 1' >/dev/null 2>&1; }
+  oq_wait_until 15 "pgbouncer $name accepting connections" oq_pgb_up
+  oq_log "pgbouncer $name (pid $OQ_PGB_PID, pool_mode=$mode, default_pool_size=$pool) on 127.0.0.1:$OQ_PGB_PORT -> $host:$port"
+}
+
+# oq_pgbouncer_stop [PID]: stop pgbouncer (OQ_PGB_PID) at once (SIGTERM:
+# every client and server connection drops) and wait for it.
+oq_pgbouncer_stop() {
+  local pid=${1:-$OQ_PGB_PID}
+  kill -TERM "$pid" 2>/dev/null || true
+  oq_wait_exit "$pid" 10
 }
 
 # ---- the test server ---------------------------------------------------------

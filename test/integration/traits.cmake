@@ -2,3 +2,7 @@
 # CockroachDB-traits pass of test/run.sh it fails unless the switch is on.
 oq_add_test(it_lib_engine_traits LABEL integration TIMEOUT 60
             SOURCES engine_traits.c INTERNAL)
+# What pooler support shows on a direct connection: not taken for pooled,
+# per-connection statement names, per-statement asynchronous commits.
+oq_add_test(it_lib_pooled_conn LABEL integration TIMEOUT 60
+            SOURCES pooled_conn.c INTERNAL)

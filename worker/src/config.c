@@ -73,7 +73,7 @@ static const char usage_head[] =
     "  --sql STATEMENT      run in the ack transaction: $1 payload (jsonb),\n"
     "                       $2 id (uuid), $3 queue (text), $4 attempt (int)\n"
     "\n"
-    "options:\n" CM_FLAGS_HELP_DB
+    "options:\n" CM_FLAGS_HELP_DB CM_FLAGS_HELP_LISTEN_DB
     "  --queue Q            queue to work (repeatable; default: "
     "default)\n"
     "  --env NAME[=VALUE]   --exec children get NAME: the worker's value, or\n"
@@ -204,6 +204,9 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
       if (strcmp(name, "--db") == 0 &&
           cm_flag_db(eq + 1, &cfg->db, err, errlen) != 0)
         return -1;
+      if (strcmp(name, "--listen-db") == 0 &&
+          cm_flag_listen_db(eq + 1, &cfg->listen_db, err, errlen) != 0)
+        return -1;
       val = eq + 1;
       a = name;
     }
@@ -254,8 +257,9 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
       break; /* the rest of the line is the command */
     }
     /* everything below takes one value */
-    int takes_value = strcmp(a, "--db") == 0 || strcmp(a, "--queue") == 0 ||
-                      strcmp(a, "--env") == 0 || strcmp(a, "--http") == 0 ||
+    int takes_value = strcmp(a, "--db") == 0 || strcmp(a, "--listen-db") == 0 ||
+                      strcmp(a, "--queue") == 0 || strcmp(a, "--env") == 0 ||
+                      strcmp(a, "--http") == 0 ||
                       strcmp(a, "--sql") == 0 ||
                       strcmp(a, "--log-level") == 0 ||
                       strcmp(a, "--log-format") == 0;
@@ -279,6 +283,10 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
                  NULL);
     if (strcmp(a, "--db") == 0) {
       if (!inline_val && cm_flag_db(argv[i + 1], &cfg->db, err, errlen) != 0)
+        return -1;
+    } else if (strcmp(a, "--listen-db") == 0) {
+      if (!inline_val &&
+          cm_flag_listen_db(argv[i + 1], &cfg->listen_db, err, errlen) != 0)
         return -1;
     } else if (strcmp(a, "--queue") == 0) {
       if (cfg->nqueues >= WK_MAX_QUEUES)
@@ -395,6 +403,8 @@ void wk_config_free(wk_config *cfg)
 {
   free(cfg->db);
   cfg->db = NULL;
+  free(cfg->listen_db);
+  cfg->listen_db = NULL;
   free((char *)cfg->http_url);
   cfg->http_url = NULL;
   for (size_t i = 0; i < cfg->nenv; i++)

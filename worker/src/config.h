@@ -28,7 +28,8 @@ typedef enum wk_handler_kind {
 #define WK_DEFAULT_MAX_HELD_MIB 64
 
 typedef struct wk_config {
-  char *db;                          /* --db (a copy; argv is masked) */
+  char *db;        /* --db (a copy; argv is masked) */
+  char *listen_db; /* --listen-db (a copy; argv is masked); NULL: none */
   const char *queues[WK_MAX_QUEUES]; /* --queue, repeatable */
   size_t nqueues;                    /* 0 means "default" */
   int concurrency;                   /* executor threads */

@@ -46,6 +46,7 @@
 
 #include "acker.h"
 #include "executor.h"
+#include "flags.h"
 #include "lazylib.h"
 #include "onceq/onceq.h"
 #include "reconcile.h"
@@ -186,6 +187,10 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms,
  */
 static void relax_claim_commits(oq_db *db)
 {
+  /* through a pooler a session SET would reach other clients' server
+   * connections: the claims carry it themselves instead */
+  if (oq_db_pooled(db))
+    oq_db_set_async_commits(db, true);
   if (!oq_db_traits(db)->session_settings)
     return;
   oq_err e = oq_db_exec(db, "SET synchronous_commit = off", 0, NULL, NULL);
@@ -221,19 +226,38 @@ static void drain_listener(oq_db *listen_db)
   }
 }
 
+/* The connection that LISTENs: --listen-db (or ONCEQ_LISTEN_DATABASE_URL)
+ * when given, a direct one for a --db that goes through a transaction
+ * pooler; else --db's. NULL: none (the loop polls). */
 static oq_db *open_listener(wk *w)
 {
   char err[OQ_ERRBUF_SIZE];
   oq_db *l = NULL;
   oq_db_opts o = w->dbo;
+  const char *direct = cm_listen_db(w->cfg->listen_db);
+  if (direct)
+    o.conninfo = direct;
   o.application_name = "onceq-worker-listen";
-  if (oq_db_open(&o, &l, err, sizeof err) != OQ_OK)
+  if (oq_db_open(&o, &l, err, sizeof err) != OQ_OK) {
+    if (direct)
+      OQ_LOG(OQ_LOG_WARN, sid_of(w), NULL, "--listen-db: %s; polling", err);
     return NULL;
+  }
   if (oq_db_listen(l, "onceq") != OQ_OK) {
+    if (direct)
+      OQ_LOG(OQ_LOG_WARN, sid_of(w), NULL, "--listen-db: %s; polling",
+             oq_db_errmsg(l));
     oq_db_close(l);
     return NULL;
   }
   return l;
+}
+
+/* Poll only: --db cannot LISTEN (CockroachDB, a pooler) and no
+ * --listen-db gives a connection that can. */
+static bool polls_only(const wk *w, const oq_db *db)
+{
+  return !oq_db_traits(db)->listen_notify && !cm_listen_db(w->cfg->listen_db);
 }
 
 /* --------------------------------------------------------------------- */
@@ -564,6 +588,7 @@ static loop_state on_db_down(wk *w, loop *l)
   OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL, "database reachable again");
   relax_claim_commits(l->db);
   oq_db_close(l->listen_db);
+  l->polling = polls_only(w, l->db);
   l->listen_db = l->polling ? NULL : open_listener(w);
   if (!l->sweep_why)
     l->sweep_why = "reconnect";
@@ -640,9 +665,10 @@ static int run_loop(wk *w, oq_db *db, cm_signal_count *signals)
   loop l = {.st = RUNNING, .db = db, .rng = oq_backoff_seed()};
   /* what the engine can do (onceq/traits.h), not its name: the
    * CockroachDB traits pass runs these paths on PostgreSQL */
-  l.polling = !oq_db_traits(db)->listen_notify;
+  l.polling = polls_only(w, db);
   l.poll_ms = cfg->poll_interval_ms > 0 ? (int)cfg->poll_interval_ms
-                                        : oq_db_traits(db)->poll_ms;
+              : l.polling               ? oq_db_traits(db)->poll_ms
+                          : oq_engine_traits_of(oq_db_engine(db))->poll_ms;
   l.next_sweep_ms = wk_now_ms() + (uint64_t)cfg->session_expiry_ms;
   if (part_claims_init(cfg, &l.pc) != OQ_OK)
     return 1;
@@ -755,6 +781,10 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
            wk_fence_margin_ms(cfg),
            (long long)(cfg->kill_grace_ms + WK_FENCE_SLACK_MS +
                        3 * cfg->heartbeat_interval_ms));
+  if (oq_db_pooled(db))
+    cm_log_pooler("onceq-worker", sid_of(&w), cm_listen_db(cfg->listen_db),
+                  cfg->poll_interval_ms > 0 ? (long)cfg->poll_interval_ms
+                                            : oq_db_traits(db)->poll_ms);
   /* its own name in pg_stat_activity, like the other threads' connections */
   oq_db_opts rdbo = w.dbo;
   rdbo.application_name = "onceq-worker-reaper";

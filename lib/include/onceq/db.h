@@ -18,6 +18,7 @@
 #ifndef ONCEQ_DB_H
 #define ONCEQ_DB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "onceq/backoff.h"
@@ -74,6 +75,22 @@ OQ_MUST_CHECK oq_err oq_db_reconnect(oq_db *db);
 int oq_db_connected(const oq_db *db);
 
 oq_engine oq_db_engine(const oq_db *db);
+/* true when a connection pooler (pgbouncer, PgCat, ...) stands between db
+ * and the server: found when the connection is made (the backend pid the
+ * pooler announced is not the server's) or when a prepared statement
+ * vanished before its Bind. Such a connection keeps no session state
+ * outside a transaction: oq_db_traits gives it no LISTEN/NOTIFY, no
+ * session settings and no session advisory lock, and once a prepared
+ * statement vanishes (a transaction pooler) its statements run unnamed
+ * (docs/deployment.md, "Poolers and high availability"). */
+bool oq_db_pooled(const oq_db *db);
+/* on: every single statement db runs outside a transaction commits without
+ * waiting for the WAL flush, through a set_config('synchronous_commit',
+ * 'off', true) sent with it (same round trip, same implicit transaction),
+ * so nothing outlives that statement: what a session SET does on a direct
+ * connection, for a pooled one (the worker's claims, docs/design.md §3).
+ * PostgreSQL only; lasts across reconnects. Blocks: never. */
+void oq_db_set_async_commits(oq_db *db, bool on);
 /* The last error's message (one line, password masked) and SQLSTATE ("" if
  * none). Valid until the next call on this handle. */
 const char *oq_db_errmsg(const oq_db *db);

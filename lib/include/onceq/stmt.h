@@ -16,16 +16,17 @@ extern "C" {
 #endif
 
 /*
- * Prepare sql on db under a private name with the parameter types
- * types[0..ntypes) (OQ_OID_*), read how many parameters it uses into
- * *nparams, and deallocate it; nothing is executed. A statement that does
+ * Prepare sql on db as the unnamed statement with the parameter types
+ * types[0..ntypes) (OQ_OID_*) and read how many parameters it uses into
+ * *nparams, under one Sync (so through a transaction pooler both reach the
+ * same server connection); nothing is executed. A statement that does
  * not parse, names a missing table, is more than one statement, or whose
  * extra parameters the server cannot type fails with the server's error on
  * db (oq_db_errmsg / oq_db_sqlstate; OQ_ERR_SQL or OQ_ERR_INVALID, or
  * OQ_ERR_CONN when the connection broke). A statement that uses more
  * parameters than ntypes but whose types the server could infer succeeds
  * with *nparams > ntypes: the caller decides.
- * Blocks: two round trips (prepare, deallocate); bounded by the deadline.
+ * Blocks: one round trip; bounded by the deadline.
  */
 OQ_MUST_CHECK oq_err oq_stmt_check(oq_db *db, const char *sql, int ntypes,
                                    const unsigned int *types, int *nparams);

@@ -66,6 +66,11 @@ typedef struct oq_wait_opts {
   void *stop_ud;
   int poll_min_ms; /* CockroachDB: first poll delay (0: 50 ms) */
   int poll_max_ms; /* CockroachDB: poll delay cap (0: 1000 ms) */
+  /* may be NULL: LISTEN for wake-ups on this connection instead of db (a
+   * direct one when db goes through a transaction pooler, which cannot
+   * carry LISTEN: oq_db_pooled); the caller's, reconnected when it drops,
+   * not closed; used from oq_wait's thread only while it runs */
+  oq_db *listen;
 } oq_wait_opts;
 
 /*
