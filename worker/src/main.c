@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "curlpost.h"
+#include "flags.h"
 #include "handler_exec.h"
 #include "lazylib.h"
 #include "logsink.h"
@@ -65,6 +66,7 @@ int main(int argc, char **argv)
   cm_logsink_secret(cfg.db && *cfg.db ? cfg.db : oq_conninfo_from_env(), false);
   cm_logsink_secret(getenv("PGPASSWORD"), true);
   cm_logsink_secret(cfg.http_url, false);
+  cm_logsink_secret(cm_listen_db(cfg.listen_db), false);
   cm_signals_install(&signals_seen);
   /* only the HTTP handler uses libcurl's transfers: its TLS set-up costs
    * about 3 MiB of resident memory that an --sql or --exec worker does
