@@ -8,7 +8,7 @@
  * unclaimed and run_at <= now(); scheduled = unclaimed and run_at > now();
  * dead = a row of onceq_dead.
  *
- * The statement and the rows are the items view (coordinator/src/views.c),
+ * The statement and the rows are the items view (query/src/views.c),
  * which the status page serves as /api/dead.
  */
 #include <stdio.h>

@@ -7,7 +7,7 @@
  *
  * imbalance = max / mean ready items per live owning session: 1.00 is
  * even, k means one of k owners holds everything that is ready. The JSON
- * document is the partitions view (coordinator/src/views.c), which the
+ * document is the partitions view (query/src/views.c), which the
  * status page serves as /api/parts.
  */
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 /*
  * cmd_schedule.c: `onceq schedule add NAME CRON QUEUE PAYLOAD`,
  * `onceq schedule list [--json]`, `onceq schedule rm NAME...`. The rows
- * live in onceq_schedules; the coordinator leader fires them (schedule.h).
+ * live in onceq_schedules; the coordinator leader fires them
+ * (coordinator/src/schedule.h).
  *
  * A bad cron expression, bad JSON, a name that exists (add) or one that
  * does not (rm): one line, exit 2, nothing changed (rm of several names is
@@ -13,9 +14,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "codb.h"
+#include "rows.h"
 #include "cron.h"
-#include "schedule.h"
 
 #define NAME_MAX_LEN 100
 

@@ -1,7 +1,7 @@
 /*
  * cmd_sessions.c: `onceq sessions`: the worker sessions in onceq_sessions,
  * oldest first, with how many items each one holds (claims). The
- * statement and the rows are the sessions view (coordinator/src/views.c),
+ * statement and the rows are the sessions view (query/src/views.c),
  * which the status page serves as /api/sessions.
  *
  * Terms: age = now() - created_at; heartbeat = now() - heartbeated_at;

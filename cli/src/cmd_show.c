@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "codb.h"
+#include "rows.h"
 #include "itemids.h"
 
 static const char show_sql[] =

@@ -2,7 +2,7 @@
  * cmd_stats.c: `onceq stats [--watch [D]] [--sample D] [--json]`: the
  * options, the one-shot sample and the --watch loop. What a frame shows,
  * and how its rates and scaling hints are computed, is the stats view
- * (coordinator/src/stats_view.c), which the status page serves too.
+ * (query/src/stats_view.c), which the status page serves too.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "cofmt.h"
+#include "figures.h"
 #include "qstats.h"
 #include "signals.h"
 #include "stats_view.h"

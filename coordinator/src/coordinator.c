@@ -4,7 +4,7 @@
  * one whose session holds the lease row (lease.h) leads and, every
  * --interval: reaps expired sessions, enforces retention (janitor.h), sends
  * dead-job webhooks (notify.h), fires due schedules (schedule.h) and
- * refreshes the per-queue Prometheus gauges (coord_metrics.h). The others
+ * refreshes the per-queue Prometheus gauges (metrics.h). The others
  * reap too (harmless: reaping is idempotent) and try the lease each
  * interval, so when the leader's session is reaped (the lease goes with it,
  * ON DELETE CASCADE) one of them takes over within expiry + one interval.
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coord_metrics.h"
+#include "metrics.h"
 #include "coordinator.h"
 #include "curlpost.h"
 #include "flags.h"

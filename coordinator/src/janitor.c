@@ -1,7 +1,7 @@
 /* janitor.c: retention of onceq_done / onceq_dead (janitor.h). */
 #include <stdio.h>
 
-#include "codb.h"
+#include "rows.h"
 #include "janitor.h"
 
 #define BATCH_S "1000"

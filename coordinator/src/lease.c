@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codb.h"
+#include "rows.h"
 #include "lease.h"
 
 static const char SQL_TAKE[] =

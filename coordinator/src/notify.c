@@ -8,15 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codb.h"
-#include "cofmt.h"
+#include "rows.h"
+#include "figures.h"
 #include "curlpost.h"
 #include "onceq/text.h"
 #include "notify.h"
 
 /* The receiver gets the dead row as JSON, built by the database so the
  * payload is passed through as the JSON it is, up to CO_PAYLOAD_SHOWN
- * characters (cofmt.h): past that its first ones as a JSON string, with
+ * characters (figures.h): past that its first ones as a JSON string, with
  * "payload_truncated": true (issue 20: 100 payloads of 1 MiB per pass would
  * be 100 MiB in the coordinator). Only that much of each payload leaves the
  * database (d.pt). Column 3 is the death's instant in microseconds since

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codb.h"
+#include "rows.h"
 #include "cron.h"
 #include "fmt.h"
 #include "schedule.h"

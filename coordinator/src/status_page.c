@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cofmt.h"
+#include "figures.h"
 #include "fmt.h"
 #include "qstats.h"
 #include "stats_view.h"

@@ -1,6 +1,6 @@
 /*
  * cron_unit.c: the coordinator's cron parser and next-occurrence walk
- * (coordinator/src/cron.c), no database. Fixed cases with known answers,
+ * (common/src/cron.c), no database. Fixed cases with known answers,
  * then the walk against a brute-force minute-by-minute search through
  * libc's gmtime_r, and the calendar conversions against timegm-free
  * round trips.

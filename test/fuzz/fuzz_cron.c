@@ -1,5 +1,5 @@
 /*
- * fuzz_cron.c: co_cron_parse and co_cron_next (coordinator/src/cron.c),
+ * fuzz_cron.c: co_cron_parse and co_cron_next (common/src/cron.c),
  * the schedules' 5-field cron expressions and macros.
  */
 #include "cron.h"

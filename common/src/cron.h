@@ -16,8 +16,8 @@
  *
  * Thread safety: pure functions over caller-owned structs.
  */
-#ifndef ONCEQ_COORD_CRON_H
-#define ONCEQ_COORD_CRON_H
+#ifndef ONCEQ_COMMON_CRON_H
+#define ONCEQ_COMMON_CRON_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codb.h"
-#include "cofmt.h"
+#include "rows.h"
+#include "figures.h"
 #include "fmt.h"
 #include "qstats.h"
 

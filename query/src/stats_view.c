@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cofmt.h"
+#include "figures.h"
 #include "fmt.h"
 #include "jsonout.h"
 #include "stats_view.h"

@@ -1,5 +1,5 @@
 /*
- * codb.h: the one way the coordinator and the CLI (show, schedule) run a
+ * rows.h: the one way the coordinator and the CLI (show, schedule) run a
  * statement and read its rows: in its own transaction, re-run on restarts
  * (40001/40P01, CockroachDB "restart transaction") by oq_db_transact, with
  * the rows copied out so that no PGresult escapes and a re-run starts
@@ -13,8 +13,8 @@
  * Thread safety: as oq_db (one thread per connection); co_rows are plain
  * memory.
  */
-#ifndef ONCEQ_COORD_CODB_H
-#define ONCEQ_COORD_CODB_H
+#ifndef ONCEQ_QUERY_ROWS_H
+#define ONCEQ_QUERY_ROWS_H
 
 #include "onceq/onceq.h"
 

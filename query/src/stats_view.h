@@ -7,8 +7,8 @@
  *
  * Thread safety: each call uses the caller's db and stream, on one thread.
  */
-#ifndef ONCEQ_COORD_STATS_VIEW_H
-#define ONCEQ_COORD_STATS_VIEW_H
+#ifndef ONCEQ_QUERY_STATS_VIEW_H
+#define ONCEQ_QUERY_STATS_VIEW_H
 
 #include <stdbool.h>
 #include <stdio.h>

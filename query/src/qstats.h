@@ -14,7 +14,7 @@
  *    created_at for an item enqueued to run now; for a delayed or retried
  *    item it is when it became runnable, which is what loads the
  *    workers); a running one by created_at (few rows, via the claim index).
- *  - capped count: counts stop at CO_COUNT_CAP (cofmt.h); a value above it
+ *  - capped count: counts stop at CO_COUNT_CAP (figures.h); a value above it
  *    means "more than". Every count reads an index range and at most
  *    CO_COUNT_CAP + 1 entries, so a snapshot stays cheap on a table of
  *    millions.
@@ -28,8 +28,8 @@
  *
  * Thread safety: uses the caller's db; snapshots are plain memory.
  */
-#ifndef ONCEQ_COORD_QSTATS_H
-#define ONCEQ_COORD_QSTATS_H
+#ifndef ONCEQ_QUERY_QSTATS_H
+#define ONCEQ_QUERY_QSTATS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -13,8 +13,8 @@
  * Thread safety: each call uses the caller's db, listing and stream, on
  * one thread.
  */
-#ifndef ONCEQ_COORD_VIEWS_H
-#define ONCEQ_COORD_VIEWS_H
+#ifndef ONCEQ_QUERY_VIEWS_H
+#define ONCEQ_QUERY_VIEWS_H
 
 #include <stdbool.h>
 #include <stdio.h>

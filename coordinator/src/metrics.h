@@ -1,5 +1,5 @@
 /*
- * coord_metrics.h: the coordinator's Prometheus endpoint (libmicrohttpd,
+ * metrics.h: the coordinator's Prometheus endpoint (libmicrohttpd,
  * the worker's style): GET /metrics in the text exposition format 0.0.4,
  * GET /healthz (200 while the coordinator's session is live).
  *

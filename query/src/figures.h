@@ -1,5 +1,5 @@
 /*
- * cofmt.h: the figures of stats and the status page: capped counts and
+ * figures.h: the figures of stats and the status page: capped counts and
  * rates per minute (durations and times are common/src/fmt.h).
  *
  * Terms: a capped count is the result of count(*) over a LIMIT cap+1
@@ -7,8 +7,8 @@
  *
  * Thread safety: pure functions; the FILE is the caller's.
  */
-#ifndef ONCEQ_COORD_COFMT_H
-#define ONCEQ_COORD_COFMT_H
+#ifndef ONCEQ_QUERY_FIGURES_H
+#define ONCEQ_QUERY_FIGURES_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
-/* codb.c: statements in their own restartable transaction (codb.h). */
+/* rows.c: statements in their own restartable transaction (rows.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "codb.h"
+#include "rows.h"
 
 const char *co_rows_get(const co_rows *r, int row, int col)
 {

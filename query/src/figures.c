@@ -1,7 +1,7 @@
-/* cofmt.c: output helpers (cofmt.h). */
+/* figures.c: output helpers (figures.h). */
 #include <math.h>
 
-#include "cofmt.h"
+#include "figures.h"
 
 _Static_assert(CO_PAYLOAD_SHOWN == 16384, "CO_PAYLOAD_READ's length");
 
