@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "rows.h"
 #include "cron.h"
+#include "views.h"
 
 #define NAME_MAX_LEN 100
 
@@ -148,13 +149,7 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
   co_rows r = {0};
   oq_err e = oq_migrate_check(db);
   if (e == OQ_OK)
-    e = co_query(db,
-                 "SELECT name, cron, queue, payload::text,"
-                 " extract(epoch FROM next_run_at)::float8,"
-                 " extract(epoch FROM last_run_at)::float8,"
-                 " last_item_id::text, extract(epoch FROM now())::float8"
-                 " FROM onceq_schedules ORDER BY name",
-                 0, NULL, &r);
+    e = co_schedules_read(db, &r);
   if (e != OQ_OK) {
     rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
     goto out;
@@ -170,25 +165,25 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
     printf("%-14s %-14s %-10s %-16s %7s %8s\n", "NAME", "CRON", "QUEUE",
            "NEXT RUN (UTC)", "IN", "LAST");
   for (int i = 0; i < r.nrows; i++) {
-    double next = cm_atof(co_rows_get(&r, i, 4), 0);
-    double last = cm_atof(co_rows_get(&r, i, 5), -1);
-    double now = cm_atof(co_rows_get(&r, i, 7), 0);
+    double next = cm_atof(co_rows_get(&r, i, CO_SCHED_NEXT), 0);
+    double last = cm_atof(co_rows_get(&r, i, CO_SCHED_LAST), -1);
+    double now = cm_atof(co_rows_get(&r, i, CO_SCHED_NOW), 0);
     char when[40], in[32], ago[32];
     cm_fmt_utc(when, sizeof when, next);
     if (json) {
       cm_json_obj(&j, NULL);
-      cm_json_str(&j, "name", co_rows_get(&r, i, 0));
-      cm_json_str(&j, "cron", co_rows_get(&r, i, 1));
-      cm_json_str(&j, "queue", co_rows_get(&r, i, 2));
+      cm_json_str(&j, "name", co_rows_get(&r, i, CO_SCHED_NAME));
+      cm_json_str(&j, "cron", co_rows_get(&r, i, CO_SCHED_CRON));
+      cm_json_str(&j, "queue", co_rows_get(&r, i, CO_SCHED_QUEUE));
       /* the payload is JSON already: embed it as is */
-      cm_json_raw(&j, "payload", co_rows_get(&r, i, 3));
+      cm_json_raw(&j, "payload", co_rows_get(&r, i, CO_SCHED_PAYLOAD));
       cm_json_str(&j, "next_run_at", when);
       cm_json_int(&j, "next_run_epoch", (long long)llround(next));
       if (last >= 0)
         cm_json_str(&j, "last_run_at", cm_fmt_utc(ago, sizeof ago, last));
       else
         cm_json_raw(&j, "last_run_at", NULL);
-      cm_json_str(&j, "last_item_id", co_rows_get(&r, i, 6));
+      cm_json_str(&j, "last_item_id", co_rows_get(&r, i, CO_SCHED_LAST_ITEM));
       cm_json_end(&j);
     } else {
       /* "2026-11-22 08:00" of "2026-11-22T08:00:00Z" */
@@ -199,8 +194,9 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
         snprintf(in, sizeof in, "due");
       cm_fmt_dur(ago, sizeof ago, last >= 0 ? now - last : -1);
       printf("%-14.14s %-14.14s %-10.10s %-16s %7s %8s\n",
-             co_rows_get(&r, i, 0), co_rows_get(&r, i, 1),
-             co_rows_get(&r, i, 2), when, in, ago);
+             co_rows_get(&r, i, CO_SCHED_NAME),
+             co_rows_get(&r, i, CO_SCHED_CRON),
+             co_rows_get(&r, i, CO_SCHED_QUEUE), when, in, ago);
     }
   }
   if (json)

@@ -227,12 +227,6 @@ static oq_err dead_row(void *ud, int ncols, const char *const *v)
   return OQ_OK;
 }
 
-static const char dead_sql[] =
-    "SELECT id::text, queue, attempts, max_attempts,"
-    " extract(epoch FROM now() - died_at)::float8,"
-    " left(coalesce(last_error, ''), 1000), left(payload::text, 1000)"
-    " FROM onceq_dead ORDER BY died_at DESC LIMIT $1::int";
-
 /* The all-queues row, `onceq stats`'s TOTAL: summed counts (a "+" when a
  * count was capped) and the throughput over all queues. */
 static void page_total(FILE *f, const co_snapshot *s, const co_view_hint *total)
@@ -465,10 +459,7 @@ static oq_err page(co_status *st, FILE *f, const co_snapshot *s,
              "<tr><th>Item</th><th>Queue</th><th>Attempts</th><th>Died</th>"
              "<th>Last error</th><th>Payload</th></tr></thead><tbody>\n");
   dead_rows d = {f, 0};
-  char lim[16];
-  snprintf(lim, sizeof lim, "%d", DEAD_SHOWN);
-  const char *params[1] = {lim};
-  e = oq_db_query(db, dead_sql, 1, params, dead_row, &d);
+  e = co_dead_latest(db, DEAD_SHOWN, dead_row, &d);
   if (e != OQ_OK)
     goto out;
   if (d.n == 0)

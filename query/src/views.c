@@ -391,3 +391,101 @@ void co_view_parts(FILE *f, const oq_parts_report *r)
   cm_json_end(&j);
   cm_json_end(&j);
 }
+
+/* ---- one item --------------------------------------------------------- */
+
+static const char item_sql[] =
+    "SELECT 'live', CASE WHEN i.claim IS NOT NULL THEN 'running'"
+    " WHEN i.run_at > now() THEN 'scheduled' ELSE 'ready' END,"
+    " i.id::text, i.queue, i.priority, i.attempts, i.max_attempts,"
+    " extract(epoch from i.run_at)::float8,"
+    " extract(epoch from i.claimed_at)::float8, NULL::float8, NULL::float8,"
+    " extract(epoch from i.created_at)::float8,"
+    " extract(epoch from now())::float8, i.claim::text, s.hostname,"
+    " s.pid::text, extract(epoch from s.heartbeated_at)::float8,"
+    " i.unique_key, i.last_error, NULL::text, i.payload::text"
+    " FROM onceq_items i LEFT JOIN onceq_sessions s ON s.id = i.claim"
+    " WHERE i.id = $1::uuid"
+    " UNION ALL "
+    "SELECT 'dead', 'dead', id::text, queue, priority, attempts, max_attempts,"
+    " NULL, NULL, extract(epoch from died_at)::float8, NULL,"
+    " extract(epoch from created_at)::float8, extract(epoch from "
+    "now())::float8,"
+    " NULL, NULL, NULL, NULL, unique_key, last_error, NULL, payload::text"
+    " FROM onceq_dead WHERE id = $1::uuid"
+    " UNION ALL "
+    "SELECT 'done', 'done', item_id::text, queue, NULL, attempts, NULL, NULL,"
+    " NULL, NULL, extract(epoch from done_at)::float8,"
+    " extract(epoch from created_at)::float8, extract(epoch from "
+    "now())::float8,"
+    " session_id::text, NULL, NULL, NULL, NULL, NULL, result, NULL"
+    " FROM onceq_done WHERE item_id = $1::uuid";
+
+static int kind_rank(const char *kind)
+{
+  if (!kind)
+    return 0;
+  return strcmp(kind, "live") == 0 ? 3 : strcmp(kind, "dead") == 0 ? 2 : 1;
+}
+
+oq_err co_item_find(oq_db *db, const char *id, co_rows *out, int *row)
+{
+  const char *params[1] = {id};
+  *row = -1;
+  oq_err e = co_query(db, item_sql, 1, params, out);
+  if (e != OQ_OK)
+    return e;
+  int best_rank = 0;
+  for (int i = 0; i < out->nrows; i++) {
+    int rank = kind_rank(co_rows_get(out, i, CO_ITEM_KIND));
+    if (rank > best_rank) {
+      *row = i;
+      best_rank = rank;
+    }
+  }
+  return *row >= 0 && out->ncols < CO_ITEM_NCOLS ? OQ_ERR_SQL : OQ_OK;
+}
+
+/* ---- schedules -------------------------------------------------------- */
+
+oq_err co_schedules_read(oq_db *db, co_rows *out)
+{
+  return co_query(db,
+                  "SELECT name, cron, queue, payload::text,"
+                  " extract(epoch FROM next_run_at)::float8,"
+                  " extract(epoch FROM last_run_at)::float8,"
+                  " last_item_id::text, extract(epoch FROM now())::float8"
+                  " FROM onceq_schedules ORDER BY name",
+                  0, NULL, out);
+}
+
+/* ---- the status page's latest dead letters ---------------------------- */
+
+static const char dead_latest_sql[] =
+    "SELECT id::text, queue, attempts, max_attempts,"
+    " extract(epoch FROM now() - died_at)::float8,"
+    " left(coalesce(last_error, ''), 1000), left(payload::text, 1000)"
+    " FROM onceq_dead ORDER BY died_at DESC LIMIT $1::int";
+
+oq_err co_dead_latest(oq_db *db, int limit, oq_row_fn row, void *ud)
+{
+  char lim[16];
+  snprintf(lim, sizeof lim, "%d", limit);
+  const char *params[1] = {lim};
+  return oq_db_query(db, dead_latest_sql, 1, params, row, ud);
+}
+
+/* ---- expired sessions ------------------------------------------------- */
+
+static const char expired_sql[] =
+    "SELECT s.id::text, s.hostname, s.pid,"
+    " extract(epoch from now() - s.heartbeated_at)::float8,"
+    " extract(epoch from s.expiry)::float8,"
+    " (SELECT count(*) FROM onceq_items i WHERE i.claim = s.id)"
+    " FROM onceq_sessions s WHERE s.heartbeated_at + s.expiry < now()"
+    " ORDER BY s.heartbeated_at, s.id FOR UPDATE OF s";
+
+oq_err co_expired_sessions_lock(oq_db *db, oq_row_fn row, void *ud)
+{
+  return oq_db_query(db, expired_sql, 0, NULL, row, ud);
+}

@@ -3,7 +3,10 @@
  * print, and the status page (status_page.c) serves as JSON: one
  * statement and one row printer each, so the CLI's `--json` output and
  * /api/sessions, /api/dead and /api/parts have one shape. The stats view
- * is stats_view.h.
+ * is stats_view.h. Also the statements of the other operator reads, whose
+ * one caller prints them: one item (`onceq show`), the schedules (`onceq
+ * schedule list`), the status page's latest dead letters and the expired
+ * sessions `onceq reap` reports.
  *
  * A listing view writes into a cm_listing (common/src/listing.h): a table
  * for people, or one buffered JSON document {"<key>":[row,...],...}. The
@@ -21,6 +24,7 @@
 
 #include "listing.h"
 #include "onceq/onceq.h"
+#include "rows.h"
 
 /* ---- sessions: `onceq sessions`, /api/sessions ------------------------ */
 
@@ -70,5 +74,91 @@ OQ_MUST_CHECK oq_err co_view_dead(FILE *f, oq_db *db, long limit);
 long co_parts_ready(const oq_parts_report *r);
 /* `onceq parts --json` for report r to f. */
 void co_view_parts(FILE *f, const oq_parts_report *r);
+
+/* ---- one item: `onceq show` ------------------------------------------- */
+
+/* The columns of an item row: kind is "live", "dead" or "done"; times are
+ * Unix seconds (float8 text); NULL where the kind has no such field. */
+enum {
+  CO_ITEM_KIND,
+  CO_ITEM_STATE,
+  CO_ITEM_ID,
+  CO_ITEM_QUEUE,
+  CO_ITEM_PRIO,
+  CO_ITEM_ATT,
+  CO_ITEM_MAXATT,
+  CO_ITEM_RUN_AT,
+  CO_ITEM_CLAIMED_AT,
+  CO_ITEM_DIED_AT,
+  CO_ITEM_DONE_AT,
+  CO_ITEM_CREATED_AT,
+  CO_ITEM_NOW,
+  CO_ITEM_SESSION,
+  CO_ITEM_HOST,
+  CO_ITEM_PID,
+  CO_ITEM_BEAT,
+  CO_ITEM_UKEY,
+  CO_ITEM_ERR,
+  CO_ITEM_RESULT,
+  CO_ITEM_PAYLOAD,
+  CO_ITEM_NCOLS
+};
+/*
+ * Item id wherever it is (live in onceq_items with its session, dead in
+ * onceq_dead, acknowledged in the onceq_done history), in one statement,
+ * so the answer is one snapshot. *out gets the rows (free with
+ * co_rows_free, also on failure), *row the one to show (live wins over
+ * dead over done), -1 when there is none. OQ_ERR_SQL when a row has fewer
+ * than CO_ITEM_NCOLS columns.
+ */
+OQ_MUST_CHECK oq_err co_item_find(oq_db *db, const char *id, co_rows *out,
+                                  int *row);
+
+/* ---- schedules: `onceq schedule list` --------------------------------- */
+
+/* The columns of a schedule row; times are Unix seconds (float8 text),
+ * last_run_at NULL before the first firing. */
+enum {
+  CO_SCHED_NAME,
+  CO_SCHED_CRON,
+  CO_SCHED_QUEUE,
+  CO_SCHED_PAYLOAD, /* JSON text */
+  CO_SCHED_NEXT,
+  CO_SCHED_LAST,
+  CO_SCHED_LAST_ITEM,
+  CO_SCHED_NOW,
+  CO_SCHED_NCOLS
+};
+/* Every schedule, by name, into *out (free with co_rows_free, also on
+ * failure). */
+OQ_MUST_CHECK oq_err co_schedules_read(oq_db *db, co_rows *out);
+
+/* ---- the status page's latest dead letters ---------------------------- */
+
+/* The newest limit dead items, newest first, each passed to row with 7
+ * columns: id, queue, attempts, max_attempts, seconds since it died, its
+ * last error and its payload's JSON text (both cut at 1000 characters). */
+OQ_MUST_CHECK oq_err co_dead_latest(oq_db *db, int limit, oq_row_fn row,
+                                    void *ud);
+
+/* ---- expired sessions: `onceq reap`'s report -------------------------- */
+
+/* The columns of an expired session: heartbeat age and expiry in seconds
+ * (float8 text), claims the items it holds. */
+enum {
+  CO_EXPIRED_ID,
+  CO_EXPIRED_HOST,
+  CO_EXPIRED_PID,
+  CO_EXPIRED_BEAT_AGO,
+  CO_EXPIRED_EXPIRY,
+  CO_EXPIRED_CLAIMS,
+  CO_EXPIRED_NCOLS
+};
+/* Inside the caller's transaction, before oq_reap: the sessions older than
+ * their expiry (the database's clock), oldest heartbeat first, each passed
+ * to row, and locked (FOR UPDATE) so that the oq_reap of the same
+ * transaction deletes exactly these (cmd_reap.c says why). */
+OQ_MUST_CHECK oq_err co_expired_sessions_lock(oq_db *db, oq_row_fn row,
+                                              void *ud);
 
 #endif
