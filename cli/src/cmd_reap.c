@@ -42,7 +42,7 @@ static void reset(reap_ctx *c)
 static oq_err on_expired(void *ud, int ncols, const char *const *v)
 {
   reap_ctx *c = ud;
-  if (ncols < CO_EXPIRED_NCOLS)
+  if (ncols < QV_EXPIRED_NCOLS)
     return OQ_ERR_SQL;
   if (c->n == c->cap) {
     size_t cap = c->cap ? c->cap * 2 : 16;
@@ -53,14 +53,14 @@ static oq_err on_expired(void *ud, int ncols, const char *const *v)
     c->cap = cap;
   }
   reaped *r = &c->r[c->n];
-  snprintf(r->id, sizeof r->id, "%s", v[CO_EXPIRED_ID] ? v[CO_EXPIRED_ID] : "");
-  r->host = strdup(v[CO_EXPIRED_HOST] ? v[CO_EXPIRED_HOST] : "");
+  snprintf(r->id, sizeof r->id, "%s", v[QV_EXPIRED_ID] ? v[QV_EXPIRED_ID] : "");
+  r->host = strdup(v[QV_EXPIRED_HOST] ? v[QV_EXPIRED_HOST] : "");
   if (!r->host)
     return OQ_ERR_NOMEM;
-  r->pid = v[CO_EXPIRED_PID] ? strtol(v[CO_EXPIRED_PID], NULL, 10) : 0;
-  r->beat_ago_s = cm_atof(v[CO_EXPIRED_BEAT_AGO], NAN);
-  r->expiry_s = cm_atof(v[CO_EXPIRED_EXPIRY], NAN);
-  r->claims = v[CO_EXPIRED_CLAIMS] ? strtol(v[CO_EXPIRED_CLAIMS], NULL, 10) : 0;
+  r->pid = v[QV_EXPIRED_PID] ? strtol(v[QV_EXPIRED_PID], NULL, 10) : 0;
+  r->beat_ago_s = cm_atof(v[QV_EXPIRED_BEAT_AGO], NAN);
+  r->expiry_s = cm_atof(v[QV_EXPIRED_EXPIRY], NAN);
+  r->claims = v[QV_EXPIRED_CLAIMS] ? strtol(v[QV_EXPIRED_CLAIMS], NULL, 10) : 0;
   c->n++;
   return OQ_OK;
 }
@@ -70,7 +70,7 @@ static oq_err reap_tx(oq_db *db, void *ud)
 {
   reap_ctx *c = ud;
   reset(c);
-  oq_err e = co_expired_sessions_lock(db, on_expired, c);
+  oq_err e = qv_expired_sessions_lock(db, on_expired, c);
   if (e != OQ_OK)
     return e;
   e = oq_reap(db, &c->nreaped, &c->ndead);

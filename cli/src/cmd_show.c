@@ -73,47 +73,47 @@ static const char *when(const char *epoch, const char *now, char *buf,
 static void print_human(const char *const *v)
 {
   char b[96];
-  const char *kind = v[CO_ITEM_KIND];
-  kv("id:", "%s", v[CO_ITEM_ID]);
+  const char *kind = v[QV_ITEM_KIND];
+  kv("id:", "%s", v[QV_ITEM_ID]);
   if (strcmp(kind, "live") == 0)
-    kv("state:", "%s (live, in onceq_items)", v[CO_ITEM_STATE]);
+    kv("state:", "%s (live, in onceq_items)", v[QV_ITEM_STATE]);
   else if (strcmp(kind, "dead") == 0)
     kv("state:", "dead (in onceq_dead; `onceq retry ID` runs it again)");
   else
     kv("state:", "done (acknowledged; a history row in onceq_done)");
-  kv("queue:", "%s", v[CO_ITEM_QUEUE]);
-  if (v[CO_ITEM_PRIO])
-    kv("priority:", "%s", v[CO_ITEM_PRIO]);
-  if (v[CO_ITEM_MAXATT])
-    kv("attempts:", "%s of %s", v[CO_ITEM_ATT], v[CO_ITEM_MAXATT]);
+  kv("queue:", "%s", v[QV_ITEM_QUEUE]);
+  if (v[QV_ITEM_PRIO])
+    kv("priority:", "%s", v[QV_ITEM_PRIO]);
+  if (v[QV_ITEM_MAXATT])
+    kv("attempts:", "%s of %s", v[QV_ITEM_ATT], v[QV_ITEM_MAXATT]);
   else
-    kv("attempts:", "%s", or_dash(v[CO_ITEM_ATT]));
+    kv("attempts:", "%s", or_dash(v[QV_ITEM_ATT]));
   kv("created_at:", "%s",
-     when(v[CO_ITEM_CREATED_AT], v[CO_ITEM_NOW], b, sizeof b));
+     when(v[QV_ITEM_CREATED_AT], v[QV_ITEM_NOW], b, sizeof b));
   if (strcmp(kind, "live") == 0) {
-    kv("run_at:", "%s", when(v[CO_ITEM_RUN_AT], v[CO_ITEM_NOW], b, sizeof b));
-    if (v[CO_ITEM_SESSION]) {
+    kv("run_at:", "%s", when(v[QV_ITEM_RUN_AT], v[QV_ITEM_NOW], b, sizeof b));
+    if (v[QV_ITEM_SESSION]) {
       kv("claimed_at:", "%s",
-         when(v[CO_ITEM_CLAIMED_AT], v[CO_ITEM_NOW], b, sizeof b));
+         when(v[QV_ITEM_CLAIMED_AT], v[QV_ITEM_NOW], b, sizeof b));
       char ago[24];
-      kv("session:", "%s (host %s, pid %s, heartbeat %s)", v[CO_ITEM_SESSION],
-         or_dash(v[CO_ITEM_HOST]), or_dash(v[CO_ITEM_PID]),
+      kv("session:", "%s (host %s, pid %s, heartbeat %s)", v[QV_ITEM_SESSION],
+         or_dash(v[QV_ITEM_HOST]), or_dash(v[QV_ITEM_PID]),
          cm_fmt_ago(ago, sizeof ago,
-                    cm_atof(v[CO_ITEM_NOW], NAN) -
-                        cm_atof(v[CO_ITEM_BEAT], NAN)));
+                    cm_atof(v[QV_ITEM_NOW], NAN) -
+                        cm_atof(v[QV_ITEM_BEAT], NAN)));
     }
   } else if (strcmp(kind, "dead") == 0) {
-    kv("died_at:", "%s", when(v[CO_ITEM_DIED_AT], v[CO_ITEM_NOW], b, sizeof b));
+    kv("died_at:", "%s", when(v[QV_ITEM_DIED_AT], v[QV_ITEM_NOW], b, sizeof b));
   } else {
-    kv("done_at:", "%s", when(v[CO_ITEM_DONE_AT], v[CO_ITEM_NOW], b, sizeof b));
-    kv("session:", "%s", or_dash(v[CO_ITEM_SESSION]));
-    kv("result:", "%s", or_dash(v[CO_ITEM_RESULT]));
+    kv("done_at:", "%s", when(v[QV_ITEM_DONE_AT], v[QV_ITEM_NOW], b, sizeof b));
+    kv("session:", "%s", or_dash(v[QV_ITEM_SESSION]));
+    kv("result:", "%s", or_dash(v[QV_ITEM_RESULT]));
   }
   if (strcmp(kind, "done") != 0) {
-    kv("unique_key:", "%s", or_dash(v[CO_ITEM_UKEY]));
-    kv("last_error:", "%s", or_dash(v[CO_ITEM_ERR]));
+    kv("unique_key:", "%s", or_dash(v[QV_ITEM_UKEY]));
+    kv("last_error:", "%s", or_dash(v[QV_ITEM_ERR]));
     printf("%-12s %s\n",
-           "payload:", v[CO_ITEM_PAYLOAD]); /* JSON text: escaped */
+           "payload:", v[QV_ITEM_PAYLOAD]); /* JSON text: escaped */
   } else {
     kv("payload:", "(not kept in the history)");
   }
@@ -124,25 +124,25 @@ static void print_json(const char *const *v)
   cm_json j;
   cm_json_init(&j, stdout);
   cm_json_obj(&j, NULL);
-  cm_json_str(&j, "id", v[CO_ITEM_ID]);
-  cm_json_str(&j, "where", v[CO_ITEM_KIND]);
-  cm_json_str(&j, "state", v[CO_ITEM_STATE]);
-  cm_json_str(&j, "queue", v[CO_ITEM_QUEUE]);
-  cm_json_raw(&j, "priority", v[CO_ITEM_PRIO]);
-  cm_json_raw(&j, "attempts", v[CO_ITEM_ATT]);
-  cm_json_raw(&j, "max_attempts", v[CO_ITEM_MAXATT]);
-  cm_json_time(&j, "created_at", cm_atof(v[CO_ITEM_CREATED_AT], NAN));
-  cm_json_time(&j, "run_at", cm_atof(v[CO_ITEM_RUN_AT], NAN));
-  cm_json_time(&j, "claimed_at", cm_atof(v[CO_ITEM_CLAIMED_AT], NAN));
-  cm_json_time(&j, "died_at", cm_atof(v[CO_ITEM_DIED_AT], NAN));
-  cm_json_time(&j, "done_at", cm_atof(v[CO_ITEM_DONE_AT], NAN));
-  cm_json_str(&j, "session", v[CO_ITEM_SESSION]);
-  cm_json_str(&j, "session_host", v[CO_ITEM_HOST]);
-  cm_json_raw(&j, "session_pid", v[CO_ITEM_PID]);
-  cm_json_str(&j, "unique_key", v[CO_ITEM_UKEY]);
-  cm_json_str(&j, "last_error", v[CO_ITEM_ERR]);
-  cm_json_str(&j, "result", v[CO_ITEM_RESULT]);
-  cm_json_raw(&j, "payload", v[CO_ITEM_PAYLOAD]);
+  cm_json_str(&j, "id", v[QV_ITEM_ID]);
+  cm_json_str(&j, "where", v[QV_ITEM_KIND]);
+  cm_json_str(&j, "state", v[QV_ITEM_STATE]);
+  cm_json_str(&j, "queue", v[QV_ITEM_QUEUE]);
+  cm_json_raw(&j, "priority", v[QV_ITEM_PRIO]);
+  cm_json_raw(&j, "attempts", v[QV_ITEM_ATT]);
+  cm_json_raw(&j, "max_attempts", v[QV_ITEM_MAXATT]);
+  cm_json_time(&j, "created_at", cm_atof(v[QV_ITEM_CREATED_AT], NAN));
+  cm_json_time(&j, "run_at", cm_atof(v[QV_ITEM_RUN_AT], NAN));
+  cm_json_time(&j, "claimed_at", cm_atof(v[QV_ITEM_CLAIMED_AT], NAN));
+  cm_json_time(&j, "died_at", cm_atof(v[QV_ITEM_DIED_AT], NAN));
+  cm_json_time(&j, "done_at", cm_atof(v[QV_ITEM_DONE_AT], NAN));
+  cm_json_str(&j, "session", v[QV_ITEM_SESSION]);
+  cm_json_str(&j, "session_host", v[QV_ITEM_HOST]);
+  cm_json_raw(&j, "session_pid", v[QV_ITEM_PID]);
+  cm_json_str(&j, "unique_key", v[QV_ITEM_UKEY]);
+  cm_json_str(&j, "last_error", v[QV_ITEM_ERR]);
+  cm_json_str(&j, "result", v[QV_ITEM_RESULT]);
+  cm_json_raw(&j, "payload", v[QV_ITEM_PAYLOAD]);
   cm_json_end(&j);
 }
 
@@ -170,12 +170,12 @@ int cmd_show(const cli_globals *g, int argc, char **argv)
   oq_db *db = cli_connect(g, "show", &rc);
   if (!db)
     return rc;
-  co_rows r = {0};
+  qv_rows r = {0};
   int best = -1;
-  oq_err e = co_item_find(db, id, &r, &best);
+  oq_err e = qv_item_find(db, id, &r, &best);
   if (e == OQ_ERR_SQL && best >= 0) {
     rc = cli_fail(CLI_EXIT_RUNTIME, "show", "%d columns, not %d", r.ncols,
-                  CO_ITEM_NCOLS);
+                  QV_ITEM_NCOLS);
   } else if (e != OQ_OK) {
     rc = cli_fail_db(db, e, "show", NULL);
   } else if (best < 0) {
@@ -183,15 +183,15 @@ int cmd_show(const cli_globals *g, int argc, char **argv)
                   "no item %s (not live, not dead, not in the done history)",
                   id);
   } else {
-    const char *row[CO_ITEM_NCOLS];
-    for (int i = 0; i < CO_ITEM_NCOLS; i++)
-      row[i] = co_rows_get(&r, best, i);
+    const char *row[QV_ITEM_NCOLS];
+    for (int i = 0; i < QV_ITEM_NCOLS; i++)
+      row[i] = qv_rows_get(&r, best, i);
     if (g->json)
       print_json(row);
     else
       print_human(row);
   }
-  co_rows_free(&r);
+  qv_rows_free(&r);
   oq_db_close(db);
   return rc;
 }

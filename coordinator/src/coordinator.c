@@ -420,14 +420,14 @@ static void lead(coord *c)
     co_metrics_add(c->metrics, CO_C_SCHEDULE_FIRED, (uint64_t)a);
   }
   /* gauges: only when served, at most every 5 s (each refresh reads up to
-   * CO_COUNT_CAP index entries per queue and state) */
+   * QV_COUNT_CAP index entries per queue and state) */
   uint64_t every = c->o.interval_ms > 5000 ? (uint64_t)c->o.interval_ms : 5000;
   if (c->o.metrics_addr && !signals_seen &&
       (c->gauges_ms == 0 || oq_monotonic_ms() - c->gauges_ms >= every)) {
-    co_snapshot s;
-    if (co_snapshot_take(c->db, false, &s) == OQ_OK) {
+    qv_snapshot s;
+    if (qv_snapshot_take(c->db, false, &s) == OQ_OK) {
       co_metrics_set_queues(c->metrics, &s);
-      co_snapshot_free(&s);
+      qv_snapshot_free(&s);
       c->gauges_ms = oq_monotonic_ms();
     } else {
       (void)step_failed(c, "queue gauges");
@@ -557,7 +557,7 @@ int co_coordinator_main(const char *db, int argc, char **argv)
                         .expiry_ms = (int)c.o.session_expiry_ms};
   if (oq_session_validate(&so, err, sizeof err) != OQ_OK)
     return co_fail(CM_EXIT_USAGE, "%s", err);
-  snprintf(c.version, sizeof c.version, "%s%s", CO_COORDINATOR_VERSION_PREFIX,
+  snprintf(c.version, sizeof c.version, "%s%s", QV_COORDINATOR_VERSION_PREFIX,
            oq_version());
   c.dbo.conninfo = db;
   c.dbo.application_name = "onceq-coordinator";

@@ -33,7 +33,7 @@ static oq_err sweep(oq_db *db, const char *sql, int64_t keep_ms,
   const char *p[2] = {ms, all};
   for (int i = 0; i < CO_RETENTION_MAX_BATCHES && !*stop; i++) {
     long n = 0;
-    oq_err e = co_exec(db, sql, all ? 2 : 1, p, &n);
+    oq_err e = qv_exec(db, sql, all ? 2 : 1, p, &n);
     if (e != OQ_OK)
       return e;
     *deleted += n;

@@ -116,7 +116,7 @@ void co_metrics_set_healthy(co_metrics *m, bool healthy)
     atomic_store(&m->healthy, healthy);
 }
 
-void co_metrics_set_queues(co_metrics *m, const co_snapshot *s)
+void co_metrics_set_queues(co_metrics *m, const qv_snapshot *s)
 {
   if (!m)
     return;

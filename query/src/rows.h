@@ -7,10 +7,10 @@
  * from oq_db_query into their output instead, once: a re-run would print
  * its rows twice, and a copy would hold a long listing twice.
  *
- * Terms: a co_rows is a rectangular copy of a result, text values, NULL
+ * Terms: a qv_rows is a rectangular copy of a result, text values, NULL
  * for SQL NULL.
  *
- * Thread safety: as oq_db (one thread per connection); co_rows are plain
+ * Thread safety: as oq_db (one thread per connection); qv_rows are plain
  * memory.
  */
 #ifndef ONCEQ_QUERY_ROWS_H
@@ -18,33 +18,33 @@
 
 #include "onceq/onceq.h"
 
-typedef struct co_rows {
+typedef struct qv_rows {
   int nrows;
   int ncols;
   char **v; /* nrows * ncols values, row-major; NULL = SQL NULL */
-} co_rows;
+} qv_rows;
 
 /* Value at (row, col), or NULL (SQL NULL or out of range). */
-const char *co_rows_get(const co_rows *r, int row, int col);
+const char *qv_rows_get(const qv_rows *r, int row, int col);
 /* Free the values and zero *r. NULL and an empty r are fine. */
-void co_rows_free(co_rows *r);
+void qv_rows_free(qv_rows *r);
 
 /*
  * Run one statement in its own transaction (restarts re-run it) and copy
- * its rows into *out (free with co_rows_free, also on failure). Errors are
+ * its rows into *out (free with qv_rows_free, also on failure). Errors are
  * reported on db.
  */
-OQ_MUST_CHECK oq_err co_query(oq_db *db, const char *sql, int nparams,
-                              const char *const *params, co_rows *out);
+OQ_MUST_CHECK oq_err qv_query(oq_db *db, const char *sql, int nparams,
+                              const char *const *params, qv_rows *out);
 
-/* Like co_query for a statement whose rows are not wanted; *affected (may
+/* Like qv_query for a statement whose rows are not wanted; *affected (may
  * be NULL) gets the row count of the run that committed. */
-OQ_MUST_CHECK oq_err co_exec(oq_db *db, const char *sql, int nparams,
+OQ_MUST_CHECK oq_err qv_exec(oq_db *db, const char *sql, int nparams,
                              const char *const *params, long *affected);
 
 /* Inside a caller's transaction: run sql and copy its rows (no retry; the
  * caller's oq_db_transact re-runs the whole body). */
-OQ_MUST_CHECK oq_err co_query_in_tx(oq_db *db, const char *sql, int nparams,
-                                    const char *const *params, co_rows *out);
+OQ_MUST_CHECK oq_err qv_query_in_tx(oq_db *db, const char *sql, int nparams,
+                                    const char *const *params, qv_rows *out);
 
 #endif
