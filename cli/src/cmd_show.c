@@ -3,7 +3,8 @@
  * onceq_items (ready, scheduled or running, with the session that holds
  * it), dead in onceq_dead, or acknowledged in the onceq_done history
  * (written only when history is enabled, e.g. onceq-worker --history).
- * One statement, so the answer is one snapshot.
+ * One statement (qv_item_find, query/src/views.h), so the answer is one
+ * snapshot; this file prints it.
  */
 #include <math.h>
 #include <stdarg.h>

@@ -1,11 +1,11 @@
 /*
- * rows.h: the one way the coordinator and the CLI (show, schedule) run a
- * statement and read its rows: in its own transaction, re-run on restarts
- * (40001/40P01, CockroachDB "restart transaction") by oq_db_transact, with
- * the rows copied out so that no PGresult escapes and a re-run starts
- * from an empty result. The listing views (views.c) stream rows straight
- * from oq_db_query into their output instead, once: a re-run would print
- * its rows twice, and a copy would hold a long listing twice.
+ * rows.h: the one way the read views, the coordinator and the CLI
+ * (schedule) run a statement and read its rows: in its own transaction, re-run
+ * on restarts (40001/40P01, CockroachDB "restart transaction") by
+ * oq_db_transact, with the rows copied out so that no PGresult escapes and a
+ * re-run starts from an empty result. The listing views (views.c) stream rows
+ * straight from oq_db_query into their output instead, once: a re-run would
+ * print its rows twice, and a copy would hold a long listing twice.
  *
  * Terms: a qv_rows is a rectangular copy of a result, text values, NULL
  * for SQL NULL.

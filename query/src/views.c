@@ -1,6 +1,8 @@
 /*
  * views.c: the read views of views.h: sessions, items by state and the
- * partition report, each one statement and one row printer.
+ * partition report, each one statement and one row printer; then the
+ * statements of one item, the schedules, the latest dead letters and the
+ * expired sessions, which their one caller prints.
  *
  * Sessions. Terms: age = now() - created_at; heartbeat = now() -
  * heartbeated_at; expired = heartbeat older than the session's own expiry
