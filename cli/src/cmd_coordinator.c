@@ -1,6 +1,6 @@
 /*
  * cmd_coordinator.c: `onceq coordinator`, the coordinator daemon
- * (coordinator/src/coordinator.h) with the global --db.
+ * (coordinator/include/coordinator.h) with the global --db.
  */
 #include "cli.h"
 #include "coordinator.h"

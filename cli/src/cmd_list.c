@@ -8,7 +8,7 @@
  * unclaimed and run_at <= now(); scheduled = unclaimed and run_at > now();
  * dead = a row of onceq_dead.
  *
- * The statement and the rows are the items view (coordinator/src/views.c),
+ * The statement and the rows are the items view (query/src/views.c),
  * which the status page serves as /api/dead.
  */
 #include <stdio.h>
@@ -38,7 +38,7 @@ static void usage(FILE *out)
 int cmd_list(const cli_globals *g, int argc, char **argv)
 {
   const char *queue = NULL, *val = NULL;
-  int state = CO_ITEMS_ALL;
+  int state = QV_ITEMS_ALL;
   long long limit = DEFAULT_LIMIT;
   static const char *const once[] = {"--queue", "--state", "--limit", NULL};
   int rc0 = cli_no_repeats("list", argc, argv, once);
@@ -54,8 +54,8 @@ int cmd_list(const cli_globals *g, int argc, char **argv)
       queue = val;
     } else if (cli_opt(argc, argv, &i, "--state", &val)) {
       state = -2;
-      for (int s = 0; val && s < CO_ITEMS_NSTATES; s++)
-        if (strcmp(val, co_item_states[s]) == 0)
+      for (int s = 0; val && s < QV_ITEMS_NSTATES; s++)
+        if (strcmp(val, qv_item_states[s]) == 0)
           state = s;
       if (state < 0)
         return cli_usage_error(
@@ -74,12 +74,12 @@ int cmd_list(const cli_globals *g, int argc, char **argv)
   cm_listing out;
   long n = 0;
   oq_db *db = NULL;
-  int rc = co_items_open(&out, g->json, state);
+  int rc = qv_items_open(&out, g->json, state);
   if (rc == CLI_EXIT_OK)
     db = cli_connect(g, "list", &rc);
   if (!db)
     goto out;
-  oq_err e = co_items_read(db, queue, state, (long)limit, &out, &n);
+  oq_err e = qv_items_read(db, queue, state, (long)limit, &out, &n);
   if (e != OQ_OK) {
     rc = cli_fail_db(db, e, "list", NULL);
     goto out;
@@ -91,7 +91,7 @@ int cmd_list(const cli_globals *g, int argc, char **argv)
     rc = cm_listing_print(&out, stdout, "list");
   } else if (n == 0) {
     printf("no items%s%s%s%s\n", state >= 0 ? " " : "",
-           state >= 0 ? co_item_states[state] : "", queue ? " in queue " : "",
+           state >= 0 ? qv_item_states[state] : "", queue ? " in queue " : "",
            queue ? queue : "");
   } else {
     rc = cm_listing_print(&out, stdout, "list");

@@ -7,7 +7,7 @@
  *
  * imbalance = max / mean ready items per live owning session: 1.00 is
  * even, k means one of k owners holds everything that is ready. The JSON
- * document is the partitions view (coordinator/src/views.c), which the
+ * document is the partitions view (query/src/views.c), which the
  * status page serves as /api/parts.
  */
 #include <stdlib.h>
@@ -85,7 +85,7 @@ static int print_text(const oq_parts_report *r)
          r->members, r->owners, r->unowned);
   printf("ready: %ld; imbalance %.2f (max / mean ready per owner; 1.00 is "
          "even)\n",
-         co_parts_ready(r), r->imbalance);
+         qv_parts_ready(r), r->imbalance);
   if (r->stale_rows > 0)
     printf("draining: %ld ownership row(s) >= P, taken under a larger P\n",
            r->stale_rows);
@@ -142,7 +142,7 @@ int cmd_parts(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (g->json)
-    co_view_parts(stdout, r);
+    qv_view_parts(stdout, r);
   else if (print_text(r) != 0)
     rc = cli_fail(CLI_EXIT_RUNTIME, "parts", "out of memory");
 out:

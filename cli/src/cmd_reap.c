@@ -15,16 +15,7 @@
 
 #include "cli.h"
 #include "table.h"
-
-static const char expired_sql[] =
-    "SELECT s.id::text, s.hostname, s.pid,"
-    " extract(epoch from now() - s.heartbeated_at)::float8,"
-    " extract(epoch from s.expiry)::float8,"
-    " (SELECT count(*) FROM onceq_items i WHERE i.claim = s.id)"
-    " FROM onceq_sessions s WHERE s.heartbeated_at + s.expiry < now()"
-    " ORDER BY s.heartbeated_at, s.id FOR UPDATE OF s";
-
-enum { C_ID, C_HOST, C_PID, C_BEAT_AGO, C_EXPIRY, C_CLAIMS, C_NCOLS };
+#include "views.h"
 
 typedef struct reaped {
   char id[40];
@@ -51,7 +42,7 @@ static void reset(reap_ctx *c)
 static oq_err on_expired(void *ud, int ncols, const char *const *v)
 {
   reap_ctx *c = ud;
-  if (ncols < C_NCOLS)
+  if (ncols < QV_EXPIRED_NCOLS)
     return OQ_ERR_SQL;
   if (c->n == c->cap) {
     size_t cap = c->cap ? c->cap * 2 : 16;
@@ -62,14 +53,14 @@ static oq_err on_expired(void *ud, int ncols, const char *const *v)
     c->cap = cap;
   }
   reaped *r = &c->r[c->n];
-  snprintf(r->id, sizeof r->id, "%s", v[C_ID] ? v[C_ID] : "");
-  r->host = strdup(v[C_HOST] ? v[C_HOST] : "");
+  snprintf(r->id, sizeof r->id, "%s", v[QV_EXPIRED_ID] ? v[QV_EXPIRED_ID] : "");
+  r->host = strdup(v[QV_EXPIRED_HOST] ? v[QV_EXPIRED_HOST] : "");
   if (!r->host)
     return OQ_ERR_NOMEM;
-  r->pid = v[C_PID] ? strtol(v[C_PID], NULL, 10) : 0;
-  r->beat_ago_s = cm_atof(v[C_BEAT_AGO], NAN);
-  r->expiry_s = cm_atof(v[C_EXPIRY], NAN);
-  r->claims = v[C_CLAIMS] ? strtol(v[C_CLAIMS], NULL, 10) : 0;
+  r->pid = v[QV_EXPIRED_PID] ? strtol(v[QV_EXPIRED_PID], NULL, 10) : 0;
+  r->beat_ago_s = cm_atof(v[QV_EXPIRED_BEAT_AGO], NAN);
+  r->expiry_s = cm_atof(v[QV_EXPIRED_EXPIRY], NAN);
+  r->claims = v[QV_EXPIRED_CLAIMS] ? strtol(v[QV_EXPIRED_CLAIMS], NULL, 10) : 0;
   c->n++;
   return OQ_OK;
 }
@@ -79,7 +70,7 @@ static oq_err reap_tx(oq_db *db, void *ud)
 {
   reap_ctx *c = ud;
   reset(c);
-  oq_err e = oq_db_query(db, expired_sql, 0, NULL, on_expired, c);
+  oq_err e = qv_expired_sessions_lock(db, on_expired, c);
   if (e != OQ_OK)
     return e;
   e = oq_reap(db, &c->nreaped, &c->ndead);

@@ -1,7 +1,8 @@
 /*
  * cmd_schedule.c: `onceq schedule add NAME CRON QUEUE PAYLOAD`,
  * `onceq schedule list [--json]`, `onceq schedule rm NAME...`. The rows
- * live in onceq_schedules; the coordinator leader fires them (schedule.h).
+ * live in onceq_schedules; the coordinator leader fires them
+ * (coordinator/src/schedule.h).
  *
  * A bad cron expression, bad JSON, a name that exists (add) or one that
  * does not (rm): one line, exit 2, nothing changed (rm of several names is
@@ -13,9 +14,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "codb.h"
+#include "rows.h"
 #include "cron.h"
-#include "schedule.h"
+#include "views.h"
 
 #define NAME_MAX_LEN 100
 
@@ -52,7 +53,7 @@ static bool valid_name(const char *s)
 static int sched_add(const cli_globals *g, int argc, char **argv)
 {
   char why[256], next_s[40];
-  co_cron c;
+  cm_cron c;
   if (argc != 6)
     return cli_usage_error("schedule",
                            "add takes NAME CRON QUEUE PAYLOAD_JSON (quote the "
@@ -63,7 +64,7 @@ static int sched_add(const cli_globals *g, int argc, char **argv)
     return cli_usage_error("schedule",
                            "bad NAME '%.120s': use 1-%d of A-Z a-z 0-9 _ . -",
                            name, NAME_MAX_LEN);
-  if (co_cron_parse(expr, &c, why, sizeof why) != 0)
+  if (cm_cron_parse(expr, &c, why, sizeof why) != 0)
     return cli_usage_error("schedule", "%s", why);
   if (!queue[0])
     return cli_usage_error("schedule", "QUEUE must not be empty");
@@ -72,28 +73,28 @@ static int sched_add(const cli_globals *g, int argc, char **argv)
   oq_db *db = cli_connect(g, "schedule", &rc);
   if (!db)
     return rc;
-  co_rows r = {0};
+  qv_rows r = {0};
   oq_err e = oq_migrate_check(db);
   if (e != OQ_OK) {
     rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
     goto out;
   }
   /* the first occurrence after the database's now() */
-  e = co_query(db, "SELECT extract(epoch FROM now())::float8", 0, NULL, &r);
+  e = qv_query(db, "SELECT extract(epoch FROM now())::float8", 0, NULL, &r);
   if (e != OQ_OK) {
     rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
     goto out;
   }
-  int64_t now = (int64_t)floor(cm_atof(co_rows_get(&r, 0, 0), 0));
-  co_rows_free(&r);
+  int64_t now = (int64_t)floor(cm_atof(qv_rows_get(&r, 0, 0), 0));
+  qv_rows_free(&r);
   int64_t next;
-  if (co_cron_next(&c, now, &next) != 0) {
+  if (cm_cron_next(&c, now, &next) != 0) {
     rc = cli_usage_error("schedule", "cron '%s' never fires", expr);
     goto out;
   }
   cm_fmt_utc(next_s, sizeof next_s, (double)next);
   const char *p[5] = {name, expr, queue, payload, next_s};
-  e = co_query(db,
+  e = qv_query(db,
                "INSERT INTO onceq_schedules (name, cron, queue, payload,"
                " next_run_at) VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz)"
                " ON CONFLICT (name) DO NOTHING RETURNING name",
@@ -129,7 +130,7 @@ static int sched_add(const cli_globals *g, int argc, char **argv)
            queue, next_s);
   }
 out:
-  co_rows_free(&r);
+  qv_rows_free(&r);
   oq_db_close(db);
   return rc;
 }
@@ -145,16 +146,10 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
   oq_db *db = cli_connect(g, "schedule", &rc);
   if (!db)
     return rc;
-  co_rows r = {0};
+  qv_rows r = {0};
   oq_err e = oq_migrate_check(db);
   if (e == OQ_OK)
-    e = co_query(db,
-                 "SELECT name, cron, queue, payload::text,"
-                 " extract(epoch FROM next_run_at)::float8,"
-                 " extract(epoch FROM last_run_at)::float8,"
-                 " last_item_id::text, extract(epoch FROM now())::float8"
-                 " FROM onceq_schedules ORDER BY name",
-                 0, NULL, &r);
+    e = qv_schedules_read(db, &r);
   if (e != OQ_OK) {
     rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
     goto out;
@@ -170,25 +165,25 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
     printf("%-14s %-14s %-10s %-16s %7s %8s\n", "NAME", "CRON", "QUEUE",
            "NEXT RUN (UTC)", "IN", "LAST");
   for (int i = 0; i < r.nrows; i++) {
-    double next = cm_atof(co_rows_get(&r, i, 4), 0);
-    double last = cm_atof(co_rows_get(&r, i, 5), -1);
-    double now = cm_atof(co_rows_get(&r, i, 7), 0);
+    double next = cm_atof(qv_rows_get(&r, i, QV_SCHED_NEXT), 0);
+    double last = cm_atof(qv_rows_get(&r, i, QV_SCHED_LAST), -1);
+    double now = cm_atof(qv_rows_get(&r, i, QV_SCHED_NOW), 0);
     char when[40], in[32], ago[32];
     cm_fmt_utc(when, sizeof when, next);
     if (json) {
       cm_json_obj(&j, NULL);
-      cm_json_str(&j, "name", co_rows_get(&r, i, 0));
-      cm_json_str(&j, "cron", co_rows_get(&r, i, 1));
-      cm_json_str(&j, "queue", co_rows_get(&r, i, 2));
+      cm_json_str(&j, "name", qv_rows_get(&r, i, QV_SCHED_NAME));
+      cm_json_str(&j, "cron", qv_rows_get(&r, i, QV_SCHED_CRON));
+      cm_json_str(&j, "queue", qv_rows_get(&r, i, QV_SCHED_QUEUE));
       /* the payload is JSON already: embed it as is */
-      cm_json_raw(&j, "payload", co_rows_get(&r, i, 3));
+      cm_json_raw(&j, "payload", qv_rows_get(&r, i, QV_SCHED_PAYLOAD));
       cm_json_str(&j, "next_run_at", when);
       cm_json_int(&j, "next_run_epoch", (long long)llround(next));
       if (last >= 0)
         cm_json_str(&j, "last_run_at", cm_fmt_utc(ago, sizeof ago, last));
       else
         cm_json_raw(&j, "last_run_at", NULL);
-      cm_json_str(&j, "last_item_id", co_rows_get(&r, i, 6));
+      cm_json_str(&j, "last_item_id", qv_rows_get(&r, i, QV_SCHED_LAST_ITEM));
       cm_json_end(&j);
     } else {
       /* "2026-11-22 08:00" of "2026-11-22T08:00:00Z" */
@@ -199,14 +194,15 @@ static int sched_list(const cli_globals *g, int argc, char **argv)
         snprintf(in, sizeof in, "due");
       cm_fmt_dur(ago, sizeof ago, last >= 0 ? now - last : -1);
       printf("%-14.14s %-14.14s %-10.10s %-16s %7s %8s\n",
-             co_rows_get(&r, i, 0), co_rows_get(&r, i, 1),
-             co_rows_get(&r, i, 2), when, in, ago);
+             qv_rows_get(&r, i, QV_SCHED_NAME),
+             qv_rows_get(&r, i, QV_SCHED_CRON),
+             qv_rows_get(&r, i, QV_SCHED_QUEUE), when, in, ago);
     }
   }
   if (json)
     cm_json_end(&j);
 out:
-  co_rows_free(&r);
+  qv_rows_free(&r);
   oq_db_close(db);
   return rc;
 }

@@ -1,7 +1,7 @@
 /*
  * cmd_sessions.c: `onceq sessions`: the worker sessions in onceq_sessions,
  * oldest first, with how many items each one holds (claims). The
- * statement and the rows are the sessions view (coordinator/src/views.c),
+ * statement and the rows are the sessions view (query/src/views.c),
  * which the status page serves as /api/sessions.
  *
  * Terms: age = now() - created_at; heartbeat = now() - heartbeated_at;
@@ -36,14 +36,14 @@ int cmd_sessions(const cli_globals *g, int argc, char **argv)
     return cli_usage_error("sessions", "unknown argument %s", argv[i]);
   }
   cm_listing out;
-  co_sessions_sum sum = {0};
+  qv_sessions_sum sum = {0};
   oq_db *db = NULL;
-  int rc = co_sessions_open(&out, g->json);
+  int rc = qv_sessions_open(&out, g->json);
   if (rc == CLI_EXIT_OK)
     db = cli_connect(g, "sessions", &rc);
   if (!db)
     goto out;
-  oq_err e = co_sessions_read(db, &out, &sum);
+  oq_err e = qv_sessions_read(db, &out, &sum);
   if (e != OQ_OK) {
     rc = cli_fail_db(db, e, "sessions", NULL);
     goto out;

@@ -2,7 +2,7 @@
  * cmd_stats.c: `onceq stats [--watch [D]] [--sample D] [--json]`: the
  * options, the one-shot sample and the --watch loop. What a frame shows,
  * and how its rates and scaling hints are computed, is the stats view
- * (coordinator/src/stats_view.c), which the status page serves too.
+ * (query/src/stats_view.c), which the status page serves too.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "cofmt.h"
+#include "figures.h"
 #include "qstats.h"
 #include "signals.h"
 #include "stats_view.h"
@@ -48,14 +48,14 @@ static void usage(void)
       "  IN/MIN and DONE/MIN per queue need workers with --history (over the\n"
       "  last 60 s); without it the TOTAL row uses PostgreSQL's table\n"
       "  statistics between two samples.\n",
-      CO_COUNT_CAP, CO_COUNT_CAP);
+      QV_COUNT_CAP, QV_COUNT_CAP);
 }
 
 /* --watch mode: sample every interval, keep up to the last 60 s of
  * samples, rates against the oldest. */
 static int watch(const cli_globals *g, oq_db *db, int64_t interval_ms)
 {
-  co_snapshot *ring = calloc(MAX_SAMPLES, sizeof *ring);
+  qv_snapshot *ring = calloc(MAX_SAMPLES, sizeof *ring);
   int head = 0, count = 0, rc = CLI_EXIT_OK;
   bool tty = isatty(STDOUT_FILENO) == 1;
   if (!ring)
@@ -64,8 +64,8 @@ static int watch(const cli_globals *g, oq_db *db, int64_t interval_ms)
    * that goes away (SIGPIPE is ignored: the write fails instead) */
   cm_signals_install(&stop_requested);
   while (!stop_requested) {
-    co_snapshot cur;
-    oq_err e = co_snapshot_take(db, true, &cur);
+    qv_snapshot cur;
+    oq_err e = qv_snapshot_take(db, true, &cur);
     if (e != OQ_OK) {
       fprintf(stderr, "onceq: stats: %s (retrying)\n", oq_db_errmsg(db));
       if (!oq_db_connected(db) && oq_db_reconnect(db) != OQ_OK)
@@ -77,27 +77,27 @@ static int watch(const cli_globals *g, oq_db *db, int64_t interval_ms)
     while (count > 1) {
       int oldest = (head - count + MAX_SAMPLES) % MAX_SAMPLES;
       int second = (oldest + 1) % MAX_SAMPLES;
-      if (cur.now_s - ring[second].now_s < CO_STATS_WINDOW_S)
+      if (cur.now_s - ring[second].now_s < QV_STATS_WINDOW_S)
         break;
-      co_snapshot_free(&ring[oldest]);
+      qv_snapshot_free(&ring[oldest]);
       count--;
     }
     if (count == MAX_SAMPLES) {
       int oldest = (head - count + MAX_SAMPLES) % MAX_SAMPLES;
-      co_snapshot_free(&ring[oldest]);
+      qv_snapshot_free(&ring[oldest]);
       count--;
     }
-    const co_snapshot *old =
+    const qv_snapshot *old =
         count > 0 ? &ring[(head - count + MAX_SAMPLES) % MAX_SAMPLES] : NULL;
     char *frame = NULL;
     size_t flen = 0;
     FILE *mf = open_memstream(&frame, &flen);
     if (!mf) {
-      co_snapshot_free(&cur);
+      qv_snapshot_free(&cur);
       rc = cli_fail(CLI_EXIT_RUNTIME, "stats", "out of memory");
       break;
     }
-    int r = co_view_stats(mf, db, g->json, &cur, old);
+    int r = qv_view_stats(mf, db, g->json, &cur, old);
     fclose(mf);
     if (r == 0) {
       if (tty && !g->json)
@@ -116,7 +116,7 @@ static int watch(const cli_globals *g, oq_db *db, int64_t interval_ms)
     nap(interval_ms);
   }
   for (int i = 0; i < count; i++)
-    co_snapshot_free(&ring[(head - 1 - i + MAX_SAMPLES) % MAX_SAMPLES]);
+    qv_snapshot_free(&ring[(head - 1 - i + MAX_SAMPLES) % MAX_SAMPLES]);
   free(ring);
   return rc;
 }
@@ -173,22 +173,22 @@ int cmd_stats(const cli_globals *g, int argc, char **argv)
   }
   /* with history one snapshot has every rate; without it (PostgreSQL),
    * the table counters need a second sample, sample_ms later */
-  co_snapshot first = {0}, second = {0};
+  qv_snapshot first = {0}, second = {0};
   bool sampled = false;
-  e = co_snapshot_take(db, true, &first);
+  e = qv_snapshot_take(db, true, &first);
   if (e == OQ_OK && sample_ms > 0 && !first.history && first.counters) {
     nap(sample_ms);
-    e = co_snapshot_take(db, true, &second);
+    e = qv_snapshot_take(db, true, &second);
     sampled = true;
   }
   if (e != OQ_OK) {
     rc = cli_fail(cli_exit_for(e), "stats", "%s", oq_db_errmsg(db));
-  } else if (co_view_stats(stdout, db, g->json, sampled ? &second : &first,
+  } else if (qv_view_stats(stdout, db, g->json, sampled ? &second : &first,
                            sampled ? &first : NULL) != 0) {
     rc = cli_fail(CLI_EXIT_RUNTIME, "stats", "out of memory");
   }
-  co_snapshot_free(&first);
-  co_snapshot_free(&second);
+  qv_snapshot_free(&first);
+  qv_snapshot_free(&second);
 out:
   oq_db_close(db);
   return rc;

@@ -1,6 +1,6 @@
 /*
  * promhttp.h: the HTTP server behind --metrics-addr, shared by the worker
- * (worker/src/metrics.c) and the coordinator (coordinator/src/coord_metrics.c):
+ * (worker/src/metrics.c) and the coordinator (coordinator/src/metrics.c):
  * parses the listen address, binds it, and serves GET/HEAD /metrics from a
  * render callback and /healthz from a health callback on libmicrohttpd's
  * own thread (the server thread). Other paths answer 404, other methods

@@ -1,7 +1,7 @@
 /*
  * promtext.h: writing the Prometheus text exposition format 0.0.4 into a
  * caller's buffer, for the worker's and the coordinator's /metrics
- * (worker/src/metrics.c, coordinator/src/coord_metrics.c): an output cursor
+ * (worker/src/metrics.c, coordinator/src/metrics.c): an output cursor
  * with snprintf semantics, HELP/TYPE lines, simple samples, label-value
  * escaping, float formatting, and cutting an oversized rendering back to
  * whole lines.

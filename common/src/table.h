@@ -1,7 +1,7 @@
 /*
  * table.h: aligned human tables that fit a width (80 columns unless the
  * stream is a terminal), for the CLI's commands and the coordinator's
- * views (coordinator/src/views.h) alike.
+ * views (query/src/views.h) alike.
  *
  * Terms:
  *  - display width: the number of UTF-8 code points (every code point counts

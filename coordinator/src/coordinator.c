@@ -4,7 +4,7 @@
  * one whose session holds the lease row (lease.h) leads and, every
  * --interval: reaps expired sessions, enforces retention (janitor.h), sends
  * dead-job webhooks (notify.h), fires due schedules (schedule.h) and
- * refreshes the per-queue Prometheus gauges (coord_metrics.h). The others
+ * refreshes the per-queue Prometheus gauges (metrics.h). The others
  * reap too (harmless: reaping is idempotent) and try the lease each
  * interval, so when the leader's session is reaped (the lease goes with it,
  * ON DELETE CASCADE) one of them takes over within expiry + one interval.
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "coord_metrics.h"
+#include "metrics.h"
 #include "coordinator.h"
 #include "curlpost.h"
 #include "flags.h"
@@ -420,14 +420,14 @@ static void lead(coord *c)
     co_metrics_add(c->metrics, CO_C_SCHEDULE_FIRED, (uint64_t)a);
   }
   /* gauges: only when served, at most every 5 s (each refresh reads up to
-   * CO_COUNT_CAP index entries per queue and state) */
+   * QV_COUNT_CAP index entries per queue and state) */
   uint64_t every = c->o.interval_ms > 5000 ? (uint64_t)c->o.interval_ms : 5000;
   if (c->o.metrics_addr && !signals_seen &&
       (c->gauges_ms == 0 || oq_monotonic_ms() - c->gauges_ms >= every)) {
-    co_snapshot s;
-    if (co_snapshot_take(c->db, false, &s) == OQ_OK) {
+    qv_snapshot s;
+    if (qv_snapshot_take(c->db, false, &s) == OQ_OK) {
       co_metrics_set_queues(c->metrics, &s);
-      co_snapshot_free(&s);
+      qv_snapshot_free(&s);
       c->gauges_ms = oq_monotonic_ms();
     } else {
       (void)step_failed(c, "queue gauges");
@@ -557,7 +557,7 @@ int co_coordinator_main(const char *db, int argc, char **argv)
                         .expiry_ms = (int)c.o.session_expiry_ms};
   if (oq_session_validate(&so, err, sizeof err) != OQ_OK)
     return co_fail(CM_EXIT_USAGE, "%s", err);
-  snprintf(c.version, sizeof c.version, "%s%s", CO_COORDINATOR_VERSION_PREFIX,
+  snprintf(c.version, sizeof c.version, "%s%s", QV_COORDINATOR_VERSION_PREFIX,
            oq_version());
   c.dbo.conninfo = db;
   c.dbo.application_name = "onceq-coordinator";

@@ -1,7 +1,7 @@
 /* janitor.c: retention of onceq_done / onceq_dead (janitor.h). */
 #include <stdio.h>
 
-#include "codb.h"
+#include "rows.h"
 #include "janitor.h"
 
 #define BATCH_S "1000"
@@ -33,7 +33,7 @@ static oq_err sweep(oq_db *db, const char *sql, int64_t keep_ms,
   const char *p[2] = {ms, all};
   for (int i = 0; i < CO_RETENTION_MAX_BATCHES && !*stop; i++) {
     long n = 0;
-    oq_err e = co_exec(db, sql, all ? 2 : 1, p, &n);
+    oq_err e = qv_exec(db, sql, all ? 2 : 1, p, &n);
     if (e != OQ_OK)
       return e;
     *deleted += n;

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codb.h"
+#include "rows.h"
 #include "lease.h"
 
 static const char SQL_TAKE[] =
@@ -18,26 +18,26 @@ oq_err co_lease_try(oq_db *db, const char *session_id, bool *leader,
 {
   const char *take[2] = {CO_LEASE_NAME, session_id};
   const char *name[1] = {CO_LEASE_NAME};
-  co_rows r = {0};
+  qv_rows r = {0};
   *leader = false;
   if (holder && holder_len)
     holder[0] = '\0';
-  oq_err e = co_exec(db, SQL_TAKE, 2, take, NULL);
+  oq_err e = qv_exec(db, SQL_TAKE, 2, take, NULL);
   if (e != OQ_OK) {
     /* our session row is gone: the FK refuses the lease */
     if (strcmp(oq_db_sqlstate(db), SQLSTATE_FK_VIOLATION) == 0)
       return OQ_ERR_SESSION_LOST;
     return e;
   }
-  e = co_query(db, SQL_HOLDER, 1, name, &r);
+  e = qv_query(db, SQL_HOLDER, 1, name, &r);
   if (e == OQ_OK) {
-    const char *h = co_rows_get(&r, 0, 0);
+    const char *h = qv_rows_get(&r, 0, 0);
     if (h) {
       *leader = strcmp(h, session_id) == 0;
       if (holder && holder_len)
         snprintf(holder, holder_len, "%s", h);
     }
   }
-  co_rows_free(&r);
+  qv_rows_free(&r);
   return e;
 }

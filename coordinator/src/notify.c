@@ -8,15 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codb.h"
-#include "cofmt.h"
+#include "rows.h"
+#include "figures.h"
 #include "curlpost.h"
 #include "onceq/text.h"
 #include "notify.h"
 
 /* The receiver gets the dead row as JSON, built by the database so the
- * payload is passed through as the JSON it is, up to CO_PAYLOAD_SHOWN
- * characters (cofmt.h): past that its first ones as a JSON string, with
+ * payload is passed through as the JSON it is, up to QV_PAYLOAD_SHOWN
+ * characters (figures.h): past that its first ones as a JSON string, with
  * "payload_truncated": true (issue 20: 100 payloads of 1 MiB per pass would
  * be 100 MiB in the coordinator). Only that much of each payload leaves the
  * database (d.pt). Column 3 is the death's instant in microseconds since
@@ -31,12 +31,12 @@ static const char SQL_PENDING[] =
     " 'last_error', last_error, 'created_at', created_at,"
     " 'died_at', died_at)::text,"
     " (extract(epoch FROM died_at) * 1000000)::int8::text"
-    " FROM (SELECT id, queue, " CO_PAYLOAD_READ " AS pt, priority, attempts,"
+    " FROM (SELECT id, queue, " QV_PAYLOAD_READ " AS pt, priority, attempts,"
     " max_attempts, unique_key, last_error, created_at, died_at"
     " FROM onceq_dead WHERE notified_at IS NULL ORDER BY died_at LIMIT 100) d"
     " ORDER BY died_at";
 _Static_assert(CO_NOTIFY_BATCH == 100, "SQL_PENDING's LIMIT");
-_Static_assert(CO_PAYLOAD_SHOWN == 16384, "SQL_PENDING's cut");
+_Static_assert(QV_PAYLOAD_SHOWN == 16384, "SQL_PENDING's cut");
 
 /* died_at: a retried item that died again is a new death, not this one. */
 static const char SQL_MARK[] =
@@ -187,18 +187,18 @@ static bool permanent_rejection(long status)
 oq_err co_notify_run(co_notifier *n, oq_db *db, const cm_signal_count *stop,
                      int64_t budget_ms, long *sent, long *failed)
 {
-  co_rows r = {0};
+  qv_rows r = {0};
   uint64_t t0 = oq_monotonic_ms();
   *sent = *failed = 0;
   if (oq_monotonic_ms() < n->next_try_ms)
     return OQ_OK; /* backing off after a failure */
   n->stop = stop;
-  oq_err e = co_query(db, SQL_PENDING, 0, NULL, &r);
+  oq_err e = qv_query(db, SQL_PENDING, 0, NULL, &r);
   for (int i = 0; e == OQ_OK && i < r.nrows && !*stop; i++) {
-    const char *id = co_rows_get(&r, i, 0);
-    const char *died = co_rows_get(&r, i, 1);
-    const char *body = co_rows_get(&r, i, 2);
-    const char *died_us = co_rows_get(&r, i, 3);
+    const char *id = qv_rows_get(&r, i, 0);
+    const char *died = qv_rows_get(&r, i, 1);
+    const char *body = qv_rows_get(&r, i, 2);
+    const char *died_us = qv_rows_get(&r, i, 3);
     char why[CURL_ERROR_SIZE + 64] = "";
     if (!id || !died || !body || !died_us)
       continue;
@@ -220,7 +220,7 @@ oq_err co_notify_run(co_notifier *n, oq_db *db, const cm_signal_count *stop,
       snprintf(st, sizeof st, "%ld", status);
       const char *p[3] = {id, st, died};
       long marked = 0;
-      e = co_exec(db, SQL_MARK, 3, p, &marked);
+      e = qv_exec(db, SQL_MARK, 3, p, &marked);
       if (e != OQ_OK)
         break;
       if (status >= 300)
@@ -251,6 +251,6 @@ oq_err co_notify_run(co_notifier *n, oq_db *db, const cm_signal_count *stop,
              n->shown, status, delay, n->failures);
     break; /* keep the order: this item stays first in line */
   }
-  co_rows_free(&r);
+  qv_rows_free(&r);
   return e;
 }

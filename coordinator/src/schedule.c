@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codb.h"
+#include "rows.h"
 #include "cron.h"
 #include "fmt.h"
 #include "schedule.h"
@@ -71,39 +71,39 @@ typedef struct fire {
 static oq_err fire_tx(oq_db *db, void *ud)
 {
   fire *f = ud;
-  co_rows r = {0};
+  qv_rows r = {0};
   f->advanced = f->still_due = false;
   f->item[0] = '\0';
   const char *cas[3] = {f->name, f->due_text, f->next_text};
-  oq_err e = co_query_in_tx(db, SQL_CAS, 3, cas, &r);
+  oq_err e = qv_query_in_tx(db, SQL_CAS, 3, cas, &r);
   if (e == OQ_OK && r.nrows == 1) {
     f->advanced = true;
-    f->still_due = cm_atol(co_rows_get(&r, 0, 0), 0) != 0;
+    f->still_due = cm_atol(qv_rows_get(&r, 0, 0), 0) != 0;
     const char *ins[3] = {f->queue, f->payload, f->key};
-    e = co_query_in_tx(db, SQL_ENQUEUE, 3, ins, &r);
-    if (e == OQ_OK && co_rows_get(&r, 0, 0)) {
-      snprintf(f->item, sizeof f->item, "%s", co_rows_get(&r, 0, 0));
+    e = qv_query_in_tx(db, SQL_ENQUEUE, 3, ins, &r);
+    if (e == OQ_OK && qv_rows_get(&r, 0, 0)) {
+      snprintf(f->item, sizeof f->item, "%s", qv_rows_get(&r, 0, 0));
       const char *last[2] = {f->name, f->item};
       e = oq_db_exec(db, SQL_LAST_ITEM, 2, last, NULL);
     }
   }
-  co_rows_free(&r);
+  qv_rows_free(&r);
   return e;
 }
 
 oq_err co_schedule_fire_due(oq_db *db, const cm_signal_count *stop, long *fired)
 {
-  co_rows due = {0}, cur = {0};
+  qv_rows due = {0}, cur = {0};
   *fired = 0;
-  oq_err e = co_query(db, SQL_DUE, 0, NULL, &due);
+  oq_err e = qv_query(db, SQL_DUE, 0, NULL, &due);
   for (int i = 0; e == OQ_OK && i < due.nrows && !*stop; i++) {
-    const char *name = co_rows_get(&due, i, 0);
-    const char *expr = co_rows_get(&due, i, 1);
-    co_cron c;
+    const char *name = qv_rows_get(&due, i, 0);
+    const char *expr = qv_rows_get(&due, i, 1);
+    cm_cron c;
     char why[256];
     if (!name || !expr)
       continue;
-    if (co_cron_parse(expr, &c, why, sizeof why) != 0) {
+    if (cm_cron_parse(expr, &c, why, sizeof why) != 0) {
       /* OQ_LOG evaluates its level twice: decide it once */
       oq_log_level lvl = warn_once(name, expr) ? OQ_LOG_WARN : OQ_LOG_DEBUG;
       OQ_LOG(lvl, NULL, NULL,
@@ -113,20 +113,20 @@ oq_err co_schedule_fire_due(oq_db *db, const cm_signal_count *stop, long *fired)
       continue;
     }
     char due_text[64];
-    snprintf(due_text, sizeof due_text, "%s", co_rows_get(&due, i, 4));
-    double due_s = cm_atof(co_rows_get(&due, i, 5), 0);
+    snprintf(due_text, sizeof due_text, "%s", qv_rows_get(&due, i, 4));
+    double due_s = cm_atof(qv_rows_get(&due, i, 5), 0);
     /* each occurrence: its own transaction; the text of the next due time
      * comes from the database again so the compare-and-set stays exact */
     for (int k = 0; k < CO_SCHEDULE_CATCHUP && !*stop; k++) {
       fire f;
       memset(&f, 0, sizeof f);
       f.name = name;
-      f.queue = co_rows_get(&due, i, 2);
-      f.payload = co_rows_get(&due, i, 3);
+      f.queue = qv_rows_get(&due, i, 2);
+      f.payload = qv_rows_get(&due, i, 3);
       f.due_text = due_text;
       long long due_sec = (long long)floor(due_s);
       int64_t next;
-      if (co_cron_next(&c, due_sec, &next) != 0) {
+      if (cm_cron_next(&c, due_sec, &next) != 0) {
         oq_log_level lvl = warn_once(name, expr) ? OQ_LOG_WARN : OQ_LOG_DEBUG;
         OQ_LOG(lvl, NULL, NULL,
                "schedule %s: cron '%s' never fires after %lld; it is skipped "
@@ -161,19 +161,19 @@ oq_err co_schedule_fire_due(oq_db *db, const cm_signal_count *stop, long *fired)
         break;
       /* the next occurrence is due too (catching up): re-read its text */
       const char *p[1] = {name};
-      e = co_query(db,
+      e = qv_query(db,
                    "SELECT next_run_at::text,"
                    " extract(epoch FROM next_run_at)::float8"
                    " FROM onceq_schedules WHERE name = $1",
                    1, p, &cur);
       if (e != OQ_OK || cur.nrows != 1)
         break;
-      snprintf(due_text, sizeof due_text, "%s", co_rows_get(&cur, 0, 0));
-      due_s = cm_atof(co_rows_get(&cur, 0, 1), 0);
-      co_rows_free(&cur);
+      snprintf(due_text, sizeof due_text, "%s", qv_rows_get(&cur, 0, 0));
+      due_s = cm_atof(qv_rows_get(&cur, 0, 1), 0);
+      qv_rows_free(&cur);
     }
-    co_rows_free(&cur);
+    qv_rows_free(&cur);
   }
-  co_rows_free(&due);
+  qv_rows_free(&due);
   return e;
 }

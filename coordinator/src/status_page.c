@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cofmt.h"
+#include "figures.h"
 #include "fmt.h"
 #include "qstats.h"
 #include "stats_view.h"
@@ -35,7 +35,7 @@
 #define PAYLOAD_SHOWN 160  /* characters of a payload on the page */
 #define SESSIONS_SHOWN 600 /* session rows on the page */
 #define REFRESH_S 5        /* the page reloads itself this often */
-#define SAMPLES_MAX 64     /* samples kept: 1 s apart, ~CO_STATS_WINDOW_S */
+#define SAMPLES_MAX 64     /* samples kept: 1 s apart, ~QV_STATS_WINDOW_S */
 #define SAMPLE_GAP_S 1.0   /* least time between two samples kept */
 
 struct co_status {
@@ -45,7 +45,7 @@ struct co_status {
   char *token;    /* NULL: no token asked */
   oq_db *db;      /* (mu) opened on first use; closed after a failure */
   /* (mu) oldest first; counters only: q, s are NULL (stats_view.h) */
-  co_snapshot samples[SAMPLES_MAX];
+  qv_snapshot samples[SAMPLES_MAX];
   int nsamples;
 };
 
@@ -83,7 +83,7 @@ void co_status_free(co_status *st)
 /* ---- rate samples ------------------------------------------------------ */
 
 /* The sample the rates are taken against: the oldest kept, or NULL. */
-static const co_snapshot *rate_base(const co_status *st)
+static const qv_snapshot *rate_base(const co_status *st)
 {
   return st->nsamples > 0 ? &st->samples[0] : NULL;
 }
@@ -91,11 +91,11 @@ static const co_snapshot *rate_base(const co_status *st)
 /* Keep cur's time and counters. Samples go once the next one is already a
  * whole window old, so the base covers at least the window when the page
  * is loaded often enough, and the newest sample stays whatever its age. */
-static void rate_keep(co_status *st, const co_snapshot *cur)
+static void rate_keep(co_status *st, const qv_snapshot *cur)
 {
   int drop = 0;
   while (drop + 1 < st->nsamples &&
-         cur->now_s - st->samples[drop + 1].now_s >= CO_STATS_WINDOW_S)
+         cur->now_s - st->samples[drop + 1].now_s >= QV_STATS_WINDOW_S)
     drop++;
   if (drop == 0 && st->nsamples == SAMPLES_MAX)
     drop = 1;
@@ -105,7 +105,7 @@ static void rate_keep(co_status *st, const co_snapshot *cur)
   if (st->nsamples > 0 &&
       cur->now_s - st->samples[st->nsamples - 1].now_s < SAMPLE_GAP_S)
     return;
-  co_snapshot c = *cur;
+  qv_snapshot c = *cur;
   c.q = NULL;
   c.nq = 0;
   c.more_queues = 0;
@@ -227,15 +227,9 @@ static oq_err dead_row(void *ud, int ncols, const char *const *v)
   return OQ_OK;
 }
 
-static const char dead_sql[] =
-    "SELECT id::text, queue, attempts, max_attempts,"
-    " extract(epoch FROM now() - died_at)::float8,"
-    " left(coalesce(last_error, ''), 1000), left(payload::text, 1000)"
-    " FROM onceq_dead ORDER BY died_at DESC LIMIT $1::int";
-
 /* The all-queues row, `onceq stats`'s TOTAL: summed counts (a "+" when a
  * count was capped) and the throughput over all queues. */
-static void page_total(FILE *f, const co_snapshot *s, const co_view_hint *total)
+static void page_total(FILE *f, const qv_snapshot *s, const qv_view_hint *total)
 {
   long sum[4] = {0, 0, 0, 0};
   bool approx = false;
@@ -248,9 +242,9 @@ static void page_total(FILE *f, const co_snapshot *s, const co_view_hint *total)
   }
   char c[4][32], in[32], done[32];
   for (int k = 0; k < 4; k++)
-    co_fmt_count(c[k], sizeof c[k], sum[k]);
-  co_fmt_rate(in, sizeof in, total->in_per_min);
-  co_fmt_rate(done, sizeof done, total->done_per_min);
+    qv_fmt_count(c[k], sizeof c[k], sum[k]);
+  qv_fmt_rate(in, sizeof in, total->in_per_min);
+  qv_fmt_rate(done, sizeof done, total->done_per_min);
   fprintf(f,
           "</tbody><tfoot><tr id=\"total-row\"><td>all queues</td>"
           "<td class=\"n\">%s%s</td><td class=\"n\">%s</td>"
@@ -262,8 +256,8 @@ static void page_total(FILE *f, const co_snapshot *s, const co_view_hint *total)
 }
 
 /* Where the throughput comes from and what time it covers. */
-static void page_rates_note(FILE *f, const co_snapshot *s,
-                            const co_view_hint *total)
+static void page_rates_note(FILE *f, const qv_snapshot *s,
+                            const qv_view_hint *total)
 {
   char w[32];
   cm_fmt_dur(w, sizeof w, total->window_s);
@@ -289,8 +283,8 @@ static void page_rates_note(FILE *f, const co_snapshot *s,
   fputs("</p>", f);
 }
 
-static void page_queues(FILE *f, const co_snapshot *s, const co_view_hint *h,
-                        const co_view_hint *total)
+static void page_queues(FILE *f, const qv_snapshot *s, const qv_view_hint *h,
+                        const qv_view_hint *total)
 {
   fputs("<section id=\"queues\"><h2>Queues</h2><table><thead><tr>"
         "<th>Queue</th><th>Ready</th><th>Delayed</th><th>Claimed</th>"
@@ -298,15 +292,15 @@ static void page_queues(FILE *f, const co_snapshot *s, const co_view_hint *h,
         "<th>Scaling hint</th></tr></thead><tbody>\n",
         f);
   for (int i = 0; i < s->nq; i++) {
-    const co_qstat *q = &s->q[i];
+    const qv_qstat *q = &s->q[i];
     char c[4][32], lag[32], in[32], done[32];
-    co_fmt_count(c[0], sizeof c[0], q->ready);
-    co_fmt_count(c[1], sizeof c[1], q->scheduled);
-    co_fmt_count(c[2], sizeof c[2], q->running);
-    co_fmt_count(c[3], sizeof c[3], q->dead);
+    qv_fmt_count(c[0], sizeof c[0], q->ready);
+    qv_fmt_count(c[1], sizeof c[1], q->scheduled);
+    qv_fmt_count(c[2], sizeof c[2], q->running);
+    qv_fmt_count(c[3], sizeof c[3], q->dead);
     cm_fmt_dur(lag, sizeof lag, q->lag_s);
-    co_fmt_rate(in, sizeof in, h[i].in_per_min);
-    co_fmt_rate(done, sizeof done, h[i].done_per_min);
+    qv_fmt_rate(in, sizeof in, h[i].in_per_min);
+    qv_fmt_rate(done, sizeof done, h[i].done_per_min);
     fputs("<tr data-queue=\"", f);
     html_text(f, q->queue);
     fputs("\"><td class=\"q\">", f);
@@ -334,7 +328,7 @@ static void page_queues(FILE *f, const co_snapshot *s, const co_view_hint *h,
   fputs("</p></section>\n", f);
 }
 
-static void page_sessions(FILE *f, const co_snapshot *s)
+static void page_sessions(FILE *f, const qv_snapshot *s)
 {
   fprintf(f,
           "<section id=\"sessions\"><h2>Live sessions (%d)</h2><table><thead>"
@@ -343,12 +337,12 @@ static void page_sessions(FILE *f, const co_snapshot *s)
           "<th>Queues</th></tr></thead><tbody>\n",
           s->ns);
   for (int i = 0; i < s->ns && i < SESSIONS_SHOWN; i++) {
-    const co_sstat *x = &s->s[i];
+    const qv_sstat *x = &s->s[i];
     char beat[32], exp[32], age[32], claims[32];
     cm_fmt_dur(beat, sizeof beat, x->heartbeat_age_s);
     cm_fmt_dur(exp, sizeof exp, x->expiry_s);
     cm_fmt_dur(age, sizeof age, x->age_s);
-    co_fmt_count(claims, sizeof claims, x->claims);
+    qv_fmt_count(claims, sizeof claims, x->claims);
     bool late = x->heartbeat_age_s > x->expiry_s;
     fputs("<tr class=\"session\" data-session=\"", f);
     html_text(f, x->id);
@@ -405,15 +399,15 @@ static void page_parts(FILE *f, const oq_parts_report *r)
 }
 
 /* The whole page into f; OQ_OK or the database error (on db). */
-static oq_err page(co_status *st, FILE *f, const co_snapshot *s,
-                   const co_snapshot *old)
+static oq_err page(co_status *st, FILE *f, const qv_snapshot *s,
+                   const qv_snapshot *old)
 {
   oq_db *db = st->db;
-  co_view_hint *h = calloc((size_t)(s->nq > 0 ? s->nq : 1), sizeof *h);
-  co_view_hint total;
+  qv_view_hint *h = calloc((size_t)(s->nq > 0 ? s->nq : 1), sizeof *h);
+  qv_view_hint total;
   oq_parts_report *parts = NULL;
   oq_err e = OQ_OK;
-  if (!h || co_view_hints(s, old, h, &total) != 0) {
+  if (!h || qv_view_hints(s, old, h, &total) != 0) {
     e = OQ_ERR_NOMEM;
     goto out;
   }
@@ -431,9 +425,9 @@ static oq_err page(co_status *st, FILE *f, const co_snapshot *s,
     workers += !s->s[i].coordinator;
   char when[40], cr[32], cc[32], cd[32];
   cm_fmt_utc(when, sizeof when, s->now_s);
-  co_fmt_count(cr, sizeof cr, ready);
-  co_fmt_count(cc, sizeof cc, running);
-  co_fmt_count(cd, sizeof cd, dead);
+  qv_fmt_count(cr, sizeof cr, ready);
+  qv_fmt_count(cc, sizeof cc, running);
+  qv_fmt_count(cd, sizeof cd, dead);
   fprintf(
       f,
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -465,10 +459,7 @@ static oq_err page(co_status *st, FILE *f, const co_snapshot *s,
              "<tr><th>Item</th><th>Queue</th><th>Attempts</th><th>Died</th>"
              "<th>Last error</th><th>Payload</th></tr></thead><tbody>\n");
   dead_rows d = {f, 0};
-  char lim[16];
-  snprintf(lim, sizeof lim, "%d", DEAD_SHOWN);
-  const char *params[1] = {lim};
-  e = oq_db_query(db, dead_sql, 1, params, dead_row, &d);
+  e = qv_dead_latest(db, DEAD_SHOWN, dead_row, &d);
   if (e != OQ_OK)
     goto out;
   if (d.n == 0)
@@ -539,28 +530,28 @@ static oq_err build(co_status *st, route r, FILE *f)
 {
   oq_db *db = st->db;
   if (r == R_SESSIONS)
-    return co_view_sessions(f, db);
+    return qv_view_sessions(f, db);
   if (r == R_DEAD)
-    return co_view_dead(f, db, DEAD_SHOWN);
+    return qv_view_dead(f, db, DEAD_SHOWN);
   if (r == R_PARTS) {
     oq_parts_report *p = NULL;
     oq_err e = oq_parts_report_read(db, &p);
     if (e == OQ_OK)
-      co_view_parts(f, p);
+      qv_view_parts(f, p);
     oq_parts_report_free(p);
     return e;
   }
-  co_snapshot s;
-  oq_err e = co_snapshot_take(db, true, &s);
+  qv_snapshot s;
+  oq_err e = qv_snapshot_take(db, true, &s);
   if (e != OQ_OK)
     return e;
-  const co_snapshot *old = rate_base(st);
+  const qv_snapshot *old = rate_base(st);
   if (r == R_STATS)
-    e = co_view_stats(f, db, true, &s, old) == 0 ? OQ_OK : OQ_ERR_NOMEM;
+    e = qv_view_stats(f, db, true, &s, old) == 0 ? OQ_OK : OQ_ERR_NOMEM;
   else
     e = page(st, f, &s, old);
   rate_keep(st, &s);
-  co_snapshot_free(&s);
+  qv_snapshot_free(&s);
   return e;
 }
 

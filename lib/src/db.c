@@ -138,6 +138,16 @@ oq_engine oq_db_engine(const oq_db *db)
   return db->engine;
 }
 
+/* The traits table is traits.c's; which row a connection gets is decided
+ * here, beside its engine. getenv on each call: no cached global (log.h:
+ * the log sink is the only one), and the switch is set before a process
+ * starts. */
+const oq_engine_traits *oq_db_traits(const oq_db *db)
+{
+  return oq__engine_traits_pick(oq_db_engine(db), getenv(OQ_TRAITS_ENV),
+                                oq_db_pooled(db));
+}
+
 const char *oq_db_masked_conninfo(const oq_db *db)
 {
   return db->masked;

@@ -323,10 +323,12 @@ int oq__int(const char *text);
 
 /* ---- traits.c --------------------------------------------------------- */
 
-/* The traits for engine under an override value (NULL: none): the pure
- * rule behind oq_db_traits (onceq/traits.h), unit-tested on its own. */
+/* The traits for engine under an override value (NULL: none), on a
+ * connection through a pooler or not (oq_db_pooled): the pure rule behind
+ * oq_db_traits (onceq/traits.h), unit-tested on its own. */
 const oq_engine_traits *oq__engine_traits_pick(oq_engine engine,
-                                               const char *override);
+                                               const char *override,
+                                               bool pooled_conn);
 
 /* ---- backoff.c -------------------------------------------------------- */
 uint64_t oq__xorshift64(uint64_t *state);

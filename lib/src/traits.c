@@ -2,9 +2,10 @@
  * traits.c: the engine trait table (traits.h). Every branch on what the
  * engine can do reads it, never oq_db_engine: the engine picks SQL text
  * (dialect.c), the traits pick the control flow. The coordinator's lease is
- * a row (onceq_leases) on both engines, so it needs no trait.
+ * a row (onceq_leases) on both engines, so it needs no trait. A table and
+ * its pure lookups: the connection's traits (oq_db_traits) are db.c's,
+ * which asks this file, never the other way round.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -53,19 +54,12 @@ const oq_engine_traits *oq_engine_traits_of(oq_engine engine)
                                        : &table[OQ_ENGINE_POSTGRES];
 }
 
-const oq_engine_traits *oq__engine_traits_pick(oq_engine engine,
-                                               const char *override)
+const oq_engine_traits *
+oq__engine_traits_pick(oq_engine engine, const char *override, bool pooled_conn)
 {
   if (override && strcmp(override, "cockroachdb") == 0)
     return &table[OQ_ENGINE_COCKROACH];
+  if (engine != OQ_ENGINE_COCKROACH && pooled_conn)
+    return &pooled;
   return oq_engine_traits_of(engine);
-}
-
-/* getenv on each call: no cached global (log.h: the log sink is the only
- * one), and the switch is set before a process starts. */
-const oq_engine_traits *oq_db_traits(const oq_db *db)
-{
-  const oq_engine_traits *t =
-      oq__engine_traits_pick(oq_db_engine(db), getenv(OQ_TRAITS_ENV));
-  return t == &table[OQ_ENGINE_POSTGRES] && oq_db_pooled(db) ? &pooled : t;
 }

@@ -1,6 +1,6 @@
 /*
  * cron_unit.c: the coordinator's cron parser and next-occurrence walk
- * (coordinator/src/cron.c), no database. Fixed cases with known answers,
+ * (common/src/cron.c), no database. Fixed cases with known answers,
  * then the walk against a brute-force minute-by-minute search through
  * libc's gmtime_r, and the calendar conversions against timegm-free
  * round trips.
@@ -12,23 +12,23 @@
 
 static int64_t T(int y, int mo, int d, int h, int mi)
 {
-  return co_utc_from_civil(y, mo, d, h, mi, 0);
+  return cm_utc_from_civil(y, mo, d, h, mi, 0);
 }
 
 static void must_reject(const char *expr, const char *why_contains)
 {
-  co_cron c;
+  cm_cron c;
   char err[256] = "";
-  if (co_cron_parse(expr, &c, err, sizeof err) == 0)
+  if (cm_cron_parse(expr, &c, err, sizeof err) == 0)
     OQT_FAIL("cron '%s' was accepted; it must be rejected", expr);
   ASSERT_CONTAINS(err, why_contains);
 }
 
-static co_cron must_parse(const char *expr)
+static cm_cron must_parse(const char *expr)
 {
-  co_cron c;
+  cm_cron c;
   char err[256] = "";
-  if (co_cron_parse(expr, &c, err, sizeof err) != 0)
+  if (cm_cron_parse(expr, &c, err, sizeof err) != 0)
     OQT_FAIL("cron '%s' rejected: %s", expr, err);
   return c;
 }
@@ -36,13 +36,13 @@ static co_cron must_parse(const char *expr)
 /* next(expr, from) == want */
 static void next_is(const char *expr, int64_t from, int64_t want)
 {
-  co_cron c = must_parse(expr);
+  cm_cron c = must_parse(expr);
   int64_t got = 0;
-  if (co_cron_next(&c, from, &got) != 0)
+  if (cm_cron_next(&c, from, &got) != 0)
     OQT_FAIL("cron '%s': no next time after %lld", expr, (long long)from);
   if (got != want) {
     int y, mo, d, h, mi, s, wd;
-    co_utc_to_civil(got, &y, &mo, &d, &h, &mi, &s, &wd);
+    cm_utc_to_civil(got, &y, &mo, &d, &h, &mi, &s, &wd);
     OQT_FAIL("cron '%s' after %lld: got %lld (%04d-%02d-%02d %02d:%02d), "
              "want %lld",
              expr, (long long)from, (long long)got, y, mo, d, h, mi,
@@ -77,7 +77,7 @@ static void test_rejects(void)
 
 static void test_fields(void)
 {
-  co_cron c = must_parse("0 0 * jan,JUL mon-fri");
+  cm_cron c = must_parse("0 0 * jan,JUL mon-fri");
   ASSERT_EQ(c.months, (1u << 1) | (1u << 7));
   ASSERT_EQ(c.wdays, 0x3e); /* Monday..Friday */
   c = must_parse("*/15 */6 1-10/3 * 7");
@@ -146,7 +146,7 @@ static void test_calendar(void)
     time_t tt = (time_t)t;
     ASSERT(gmtime_r(&tt, &tm) != NULL);
     int y, mo, d, h, mi, s, wd;
-    co_utc_to_civil(t, &y, &mo, &d, &h, &mi, &s, &wd);
+    cm_utc_to_civil(t, &y, &mo, &d, &h, &mi, &s, &wd);
     ASSERT_EQ(y, tm.tm_year + 1900);
     ASSERT_EQ(mo, tm.tm_mon + 1);
     ASSERT_EQ(d, tm.tm_mday);
@@ -154,14 +154,14 @@ static void test_calendar(void)
     ASSERT_EQ(mi, tm.tm_min);
     ASSERT_EQ(s, tm.tm_sec);
     ASSERT_EQ(wd, tm.tm_wday);
-    ASSERT_EQ(co_utc_from_civil(y, mo, d, h, mi, s), t);
+    ASSERT_EQ(cm_utc_from_civil(y, mo, d, h, mi, s), t);
   }
   ASSERT(n > 800);
 }
 
 /* The brute force the walk must agree with: every minute, gmtime_r, the
  * Vixie day rule. */
-static bool matches(const co_cron *c, int64_t t)
+static bool matches(const cm_cron *c, int64_t t)
 {
   struct tm tm;
   time_t tt = (time_t)t;
@@ -186,10 +186,10 @@ static void test_against_brute_force(void)
                                    1735689540, 4070908800LL};
   int checked = 0;
   for (size_t i = 0; i < sizeof exprs / sizeof exprs[0]; i++) {
-    co_cron c = must_parse(exprs[i]);
+    cm_cron c = must_parse(exprs[i]);
     for (size_t j = 0; j < sizeof starts / sizeof starts[0]; j++) {
       int64_t from = starts[j], got;
-      ASSERT_EQ(co_cron_next(&c, from, &got), 0);
+      ASSERT_EQ(cm_cron_next(&c, from, &got), 0);
       /* brute force up to 9 years of minutes, only as far as needed */
       int64_t want = -1;
       for (int64_t t = (from / 60) * 60 + 60; t <= got; t += 60)
@@ -204,7 +204,7 @@ static void test_against_brute_force(void)
       int64_t t = got;
       for (int k = 0; k < 20; k++) {
         int64_t n2;
-        ASSERT_EQ(co_cron_next(&c, t, &n2), 0);
+        ASSERT_EQ(cm_cron_next(&c, t, &n2), 0);
         ASSERT(n2 > t);
         ASSERT(matches(&c, n2));
         for (int64_t u = t + 60; u < n2 && u < t + 60 * 60 * 24 * 3; u += 60)

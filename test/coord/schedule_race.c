@@ -12,7 +12,7 @@
 #include "signals.h"
 #include <stdlib.h>
 
-#include "codb.h"
+#include "rows.h"
 #include "oq_test.h"
 #include "schedule.h"
 

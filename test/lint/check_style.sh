@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check_style.sh: the house style's mechanical rules (after curl's
-# CHECKSRC): no banned functions, no internal name in a public header, and
-# every tracked C file formatted with the checked-in .clang-format. Exit 0
+# CHECKSRC): no banned functions, no internal name in a public header, no
+# read of an onceq_ table outside lib/ and query/, and every tracked C file
+# formatted with the checked-in .clang-format. Exit 0
 # clean, 1 with one line per finding.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -24,6 +25,43 @@ if grep -nE '\b(oq|OQ)__[A-Za-z]' lib/include/onceq/*.h lib/include/onceq/*.h.in
   echo "internal name in a public header above: move it to lib/src (internal.h)"
   status=1
 fi
+# SQL reads have owners (issue 24): a statement that reads an onceq_ table
+# is written in lib/ (the protocol) or query/ (the operator's read views,
+# shared by the CLI and the coordinator), never in a program, so that a
+# column is changed in one layer. test/ may read what it checks.
+# reads_pending: files whose reads sit in statements or transactions that
+# also write, which move into lib/ with their writes (issue 24, write
+# side); a listed file without a read is reported, so the list shrinks.
+check_sql_reads() {
+  local reads_pending=(cli/src/cmd_cancel.c cli/src/cmd_push.c
+    cli/src/cmd_retry.c coordinator/src/janitor.c coordinator/src/lease.c
+    coordinator/src/notify.c coordinator/src/schedule.c)
+  local progs=() f line out found=0 rc=0
+  for f in "${files[@]}"; do
+    case "$f" in lib/* | query/* | test/*) ;; *) progs+=("$f") ;; esac
+  done
+  out=$(perl test/lint/sql_reads.pl "${progs[@]}") || return 1
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    f=${line%%:*}
+    [[ " ${reads_pending[*]} " == *" $f "* ]] && continue
+    echo "$line"
+    found=1
+  done <<<"$out"
+  if [ "$found" -eq 1 ]; then
+    echo "SELECT on an onceq_ table above: move the statement into query/" \
+      "(a read view) or lib/"
+    rc=1
+  fi
+  for f in "${reads_pending[@]}"; do
+    if ! grep -q "^$f:" <<<"$out"; then
+      echo "$f: reads no onceq_ table any more: remove it from reads_pending"
+      rc=1
+    fi
+  done
+  return "$rc"
+}
+check_sql_reads || status=1
 if ! command -v clang-format >/dev/null; then
   echo "clang-format is missing (apt-get install clang-format)"
   exit 1

@@ -33,16 +33,26 @@ static void test_override(void)
 {
   const oq_engine_traits *pg = oq_engine_traits_of(OQ_ENGINE_POSTGRES);
   const oq_engine_traits *cr = oq_engine_traits_of(OQ_ENGINE_COCKROACH);
-  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, NULL) == pg);
-  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "") == pg);
-  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "cockroachdb") == cr);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, NULL, false) == pg);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "", false) == pg);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "cockroachdb", false) ==
+         cr);
   /* exact value only: a near miss changes nothing */
-  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "CockroachDB") == pg);
-  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "crdb") == pg);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "CockroachDB", false) ==
+         pg);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "crdb", false) == pg);
   /* PostgreSQL's traits can never be forced onto CockroachDB (it has no
    * LISTEN or advisory lock to use) */
-  ASSERT(oq__engine_traits_pick(OQ_ENGINE_COCKROACH, "postgres") == cr);
-  ASSERT(oq__engine_traits_pick(OQ_ENGINE_COCKROACH, NULL) == cr);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_COCKROACH, "postgres", false) == cr);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_COCKROACH, NULL, false) == cr);
+  /* a pooled PostgreSQL connection gets the pooled row (no LISTEN, no
+   * session state); the CockroachDB override and engine win over it */
+  const oq_engine_traits *po =
+      oq__engine_traits_pick(OQ_ENGINE_POSTGRES, NULL, true);
+  ASSERT(po != pg && po != cr);
+  ASSERT(!po->listen_notify && !po->session_settings);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_POSTGRES, "cockroachdb", true) == cr);
+  ASSERT(oq__engine_traits_pick(OQ_ENGINE_COCKROACH, NULL, true) == cr);
   ASSERT_STREQ(OQ_TRAITS_ENV, "ONCEQ_ENGINE_TRAITS");
   printf("ok override rule\n");
 }

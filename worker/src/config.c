@@ -259,8 +259,7 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     /* everything below takes one value */
     int takes_value = strcmp(a, "--db") == 0 || strcmp(a, "--listen-db") == 0 ||
                       strcmp(a, "--queue") == 0 || strcmp(a, "--env") == 0 ||
-                      strcmp(a, "--http") == 0 ||
-                      strcmp(a, "--sql") == 0 ||
+                      strcmp(a, "--http") == 0 || strcmp(a, "--sql") == 0 ||
                       strcmp(a, "--log-level") == 0 ||
                       strcmp(a, "--log-format") == 0;
     const opt *o = NULL;

@@ -1,5 +1,5 @@
 /*
- * qstats.c: takes a co_snapshot (qstats.h). Every count is an index range
+ * qstats.c: takes a qv_snapshot (qstats.h). Every count is an index range
  * read under a LIMIT, so a snapshot costs a bounded number of index entries
  * however big the tables are:
  *
@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codb.h"
-#include "cofmt.h"
+#include "rows.h"
+#include "figures.h"
 #include "fmt.h"
 #include "qstats.h"
 
 #define CAP1 "100001"
-_Static_assert(CO_COUNT_CAP + 1 == 100001, "CAP1 must be CO_COUNT_CAP + 1");
+_Static_assert(QV_COUNT_CAP + 1 == 100001, "CAP1 must be QV_COUNT_CAP + 1");
 
 static const char SQL_NOW[] = "SELECT extract(epoch FROM now())::float8,"
                               " (EXISTS (SELECT 1 FROM onceq_done))::int";
@@ -137,14 +137,14 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* Loose index scan: min(queue), then min(queue) > last, ... Stops after
- * limit names (the caller only shows CO_MAX_QUEUES). */
+ * limit names (the caller only shows QV_MAX_QUEUES). */
 static oq_err scan_queues(oq_db *db, const char *first, const char *next,
                           names *ns, int limit)
 {
-  co_rows r = {0};
-  oq_err e = co_query(db, first, 0, NULL, &r);
+  qv_rows r = {0};
+  oq_err e = qv_query(db, first, 0, NULL, &r);
   for (int i = 0; e == OQ_OK && i < limit; i++) {
-    const char *q = co_rows_get(&r, 0, 0);
+    const char *q = qv_rows_get(&r, 0, 0);
     if (!q)
       break;
     char *last = strdup(q);
@@ -154,20 +154,20 @@ static oq_err scan_queues(oq_db *db, const char *first, const char *next,
       break;
     }
     const char *p[1] = {last};
-    co_rows_free(&r);
-    e = co_query(db, next, 1, p, &r);
+    qv_rows_free(&r);
+    e = qv_query(db, next, 1, p, &r);
     free(last);
   }
-  co_rows_free(&r);
+  qv_rows_free(&r);
   return e;
 }
 
 /* Run a "queue, count" query and add its queues to ns. */
-static oq_err grouped(oq_db *db, const char *sql, names *ns, co_rows *out)
+static oq_err grouped(oq_db *db, const char *sql, names *ns, qv_rows *out)
 {
-  oq_err e = co_query(db, sql, 0, NULL, out);
+  oq_err e = qv_query(db, sql, 0, NULL, out);
   for (int i = 0; e == OQ_OK && i < out->nrows; i++) {
-    const char *q = co_rows_get(out, i, 0);
+    const char *q = qv_rows_get(out, i, 0);
     if (q && names_add(ns, q) != 0)
       e = OQ_ERR_NOMEM;
   }
@@ -175,66 +175,66 @@ static oq_err grouped(oq_db *db, const char *sql, names *ns, co_rows *out)
 }
 
 /* Column col of queue's row in a "queue, count, ..." result. */
-static long grouped_count(const co_rows *r, const char *queue, int col,
+static long grouped_count(const qv_rows *r, const char *queue, int col,
                           long dflt)
 {
   for (int i = 0; i < r->nrows; i++) {
-    const char *q = co_rows_get(r, i, 0);
+    const char *q = qv_rows_get(r, i, 0);
     if (q && strcmp(q, queue) == 0)
-      return cm_atol(co_rows_get(r, i, col), dflt);
+      return cm_atol(qv_rows_get(r, i, col), dflt);
   }
   return dflt;
 }
 
 /* ---- per queue --------------------------------------------------------- */
 
-static oq_err queue_detail(oq_db *db, co_qstat *qs)
+static oq_err queue_detail(oq_db *db, qv_qstat *qs)
 {
-  co_rows r = {0};
+  qv_rows r = {0};
   const char *p1[1] = {qs->queue};
   qs->lag_s = -1;
-  oq_err e = co_query(db, SQL_TOP_PRIORITY, 1, p1, &r);
+  oq_err e = qv_query(db, SQL_TOP_PRIORITY, 1, p1, &r);
   char prio[24] = "";
-  if (e == OQ_OK && co_rows_get(&r, 0, 0))
-    snprintf(prio, sizeof prio, "%s", co_rows_get(&r, 0, 0));
-  co_rows_free(&r);
+  if (e == OQ_OK && qv_rows_get(&r, 0, 0))
+    snprintf(prio, sizeof prio, "%s", qv_rows_get(&r, 0, 0));
+  qv_rows_free(&r);
   for (int i = 0; e == OQ_OK && prio[0]; i++) {
-    if (i == CO_MAX_PRIORITIES) {
+    if (i == QV_MAX_PRIORITIES) {
       qs->approx = true;
       break;
     }
     char left_ready[24], left_sched[24], left_new[24];
-    long lr = qs->ready > CO_COUNT_CAP ? 0 : CO_COUNT_CAP + 1 - qs->ready;
+    long lr = qs->ready > QV_COUNT_CAP ? 0 : QV_COUNT_CAP + 1 - qs->ready;
     long ls =
-        qs->scheduled > CO_COUNT_CAP ? 0 : CO_COUNT_CAP + 1 - qs->scheduled;
-    long ln = qs->new_live_60s > CO_COUNT_CAP
+        qs->scheduled > QV_COUNT_CAP ? 0 : QV_COUNT_CAP + 1 - qs->scheduled;
+    long ln = qs->new_live_60s > QV_COUNT_CAP
                   ? 0
-                  : CO_COUNT_CAP + 1 - qs->new_live_60s;
+                  : QV_COUNT_CAP + 1 - qs->new_live_60s;
     snprintf(left_ready, sizeof left_ready, "%ld", lr);
     snprintf(left_sched, sizeof left_sched, "%ld", ls);
     snprintf(left_new, sizeof left_new, "%ld", ln);
     const char *p[5] = {qs->queue, prio, left_ready, left_sched, left_new};
-    e = co_query(db, SQL_PRIORITY, 5, p, &r);
+    e = qv_query(db, SQL_PRIORITY, 5, p, &r);
     if (e != OQ_OK)
       break;
-    qs->ready += cm_atol(co_rows_get(&r, 0, 0), 0);
-    qs->scheduled += cm_atol(co_rows_get(&r, 0, 1), 0);
-    double age = cm_atof(co_rows_get(&r, 0, 2), -1);
+    qs->ready += cm_atol(qv_rows_get(&r, 0, 0), 0);
+    qs->scheduled += cm_atol(qv_rows_get(&r, 0, 1), 0);
+    double age = cm_atof(qv_rows_get(&r, 0, 2), -1);
     if (age >= 0 && age > qs->lag_s)
       qs->lag_s = age;
-    qs->new_live_60s += cm_atol(co_rows_get(&r, 0, 4), 0);
-    const char *lower = co_rows_get(&r, 0, 3);
+    qs->new_live_60s += cm_atol(qv_rows_get(&r, 0, 4), 0);
+    const char *lower = qv_rows_get(&r, 0, 3);
     if (lower)
       snprintf(prio, sizeof prio, "%s", lower);
     else
       prio[0] = '\0';
-    co_rows_free(&r);
+    qv_rows_free(&r);
   }
   if (e == OQ_OK) {
-    e = co_query(db, SQL_DEAD_COUNT, 1, p1, &r);
+    e = qv_query(db, SQL_DEAD_COUNT, 1, p1, &r);
     if (e == OQ_OK)
-      qs->dead = cm_atol(co_rows_get(&r, 0, 0), 0);
-    co_rows_free(&r);
+      qs->dead = cm_atol(qv_rows_get(&r, 0, 0), 0);
+    qv_rows_free(&r);
   }
   return e;
 }
@@ -246,61 +246,61 @@ static char *dup_or_empty(const char *s)
   return strdup(s ? s : "");
 }
 
-static oq_err sessions(oq_db *db, co_snapshot *out)
+static oq_err sessions(oq_db *db, qv_snapshot *out)
 {
-  co_rows r = {0};
-  oq_err e = co_query(db, SQL_SESSIONS, 0, NULL, &r);
+  qv_rows r = {0};
+  oq_err e = qv_query(db, SQL_SESSIONS, 0, NULL, &r);
   if (e != OQ_OK || r.nrows == 0) {
-    co_rows_free(&r);
+    qv_rows_free(&r);
     return e;
   }
   out->s = calloc((size_t)r.nrows, sizeof *out->s);
   if (!out->s) {
-    co_rows_free(&r);
+    qv_rows_free(&r);
     return OQ_ERR_NOMEM;
   }
   for (int i = 0; i < r.nrows; i++) {
-    co_sstat *s = &out->s[out->ns++];
-    s->id = dup_or_empty(co_rows_get(&r, i, 0));
-    s->hostname = dup_or_empty(co_rows_get(&r, i, 1));
-    s->pid = cm_atol(co_rows_get(&r, i, 2), 0);
-    s->version = dup_or_empty(co_rows_get(&r, i, 3));
-    s->queues = dup_or_empty(co_rows_get(&r, i, 4));
-    s->heartbeat_age_s = cm_atof(co_rows_get(&r, i, 5), 0);
-    s->expiry_s = cm_atof(co_rows_get(&r, i, 6), 0);
-    s->age_s = cm_atof(co_rows_get(&r, i, 7), 0);
-    s->claims = cm_atol(co_rows_get(&r, i, 8), 0);
-    s->leader = cm_atol(co_rows_get(&r, i, 9), 0) != 0;
-    s->coordinator = strncmp(s->version, CO_COORDINATOR_VERSION_PREFIX,
-                             strlen(CO_COORDINATOR_VERSION_PREFIX)) == 0 ||
+    qv_sstat *s = &out->s[out->ns++];
+    s->id = dup_or_empty(qv_rows_get(&r, i, 0));
+    s->hostname = dup_or_empty(qv_rows_get(&r, i, 1));
+    s->pid = cm_atol(qv_rows_get(&r, i, 2), 0);
+    s->version = dup_or_empty(qv_rows_get(&r, i, 3));
+    s->queues = dup_or_empty(qv_rows_get(&r, i, 4));
+    s->heartbeat_age_s = cm_atof(qv_rows_get(&r, i, 5), 0);
+    s->expiry_s = cm_atof(qv_rows_get(&r, i, 6), 0);
+    s->age_s = cm_atof(qv_rows_get(&r, i, 7), 0);
+    s->claims = cm_atol(qv_rows_get(&r, i, 8), 0);
+    s->leader = cm_atol(qv_rows_get(&r, i, 9), 0) != 0;
+    s->coordinator = strncmp(s->version, QV_COORDINATOR_VERSION_PREFIX,
+                             strlen(QV_COORDINATOR_VERSION_PREFIX)) == 0 ||
                      s->leader;
     if (!s->id || !s->hostname || !s->version || !s->queues)
       e = OQ_ERR_NOMEM;
   }
-  co_rows_free(&r);
+  qv_rows_free(&r);
   return e;
 }
 
 /* ---- the snapshot ------------------------------------------------------ */
 
-oq_err co_snapshot_take(oq_db *db, bool with_sessions, co_snapshot *out)
+oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
 {
   memset(out, 0, sizeof *out);
   names ns = {0};
-  co_rows running = {0}, done = {0}, died = {0}, r = {0};
+  qv_rows running = {0}, done = {0}, died = {0}, r = {0};
   out->mono_ms = oq_monotonic_ms();
-  oq_err e = co_query(db, SQL_NOW, 0, NULL, &r);
+  oq_err e = qv_query(db, SQL_NOW, 0, NULL, &r);
   if (e == OQ_OK) {
-    out->now_s = cm_atof(co_rows_get(&r, 0, 0), 0);
-    out->history = cm_atol(co_rows_get(&r, 0, 1), 0) != 0;
+    out->now_s = cm_atof(qv_rows_get(&r, 0, 0), 0);
+    out->history = cm_atol(qv_rows_get(&r, 0, 1), 0) != 0;
   }
-  co_rows_free(&r);
+  qv_rows_free(&r);
   if (e == OQ_OK)
     e = scan_queues(db, SQL_READY_QUEUE_FIRST, SQL_READY_QUEUE_NEXT, &ns,
-                    10 * CO_MAX_QUEUES);
+                    10 * QV_MAX_QUEUES);
   if (e == OQ_OK)
     e = scan_queues(db, SQL_DEAD_QUEUE_FIRST, SQL_DEAD_QUEUE_NEXT, &ns,
-                    10 * CO_MAX_QUEUES);
+                    10 * QV_MAX_QUEUES);
   if (e == OQ_OK)
     e = grouped(db, SQL_RUNNING, &ns, &running);
   if (e == OQ_OK)
@@ -313,7 +313,7 @@ oq_err co_snapshot_take(oq_db *db, bool with_sessions, co_snapshot *out)
   /* no queues: ns.v is NULL, which qsort may not be given (UBSan) */
   if (ns.n > 1)
     qsort(ns.v, (size_t)ns.n, sizeof *ns.v, cmp_str);
-  int show = ns.n < CO_MAX_QUEUES ? ns.n : CO_MAX_QUEUES;
+  int show = ns.n < QV_MAX_QUEUES ? ns.n : QV_MAX_QUEUES;
   out->more_queues = ns.n - show;
   if (show > 0) {
     out->q = calloc((size_t)show, sizeof *out->q);
@@ -324,14 +324,14 @@ oq_err co_snapshot_take(oq_db *db, bool with_sessions, co_snapshot *out)
   }
   long running_total = 0;
   for (int i = 0; i < running.nrows; i++)
-    running_total += cm_atol(co_rows_get(&running, i, 1), 0);
+    running_total += cm_atol(qv_rows_get(&running, i, 1), 0);
   for (int i = 0; i < show && e == OQ_OK; i++) {
-    co_qstat *qs = &out->q[out->nq++];
+    qv_qstat *qs = &out->q[out->nq++];
     qs->queue = ns.v[i];
     ns.v[i] = NULL; /* moved */
     qs->running = grouped_count(&running, qs->queue, 1, 0);
     qs->new_live_60s = grouped_count(&running, qs->queue, 2, 0);
-    if (running_total > CO_COUNT_CAP)
+    if (running_total > QV_COUNT_CAP)
       qs->approx = true; /* the claim scan stopped at the cap */
     qs->done_60s = out->history ? grouped_count(&done, qs->queue, 1, 0) : -1;
     qs->new_done_60s =
@@ -345,28 +345,28 @@ oq_err co_snapshot_take(oq_db *db, bool with_sessions, co_snapshot *out)
   if (e == OQ_OK && oq_db_traits(db)->stat_views) {
     /* best effort: a role without access to the statistics views just
      * gets no table-wide rates */
-    if (co_query(db, SQL_COUNTERS, 0, NULL, &r) == OQ_OK &&
-        co_rows_get(&r, 0, 0)) {
+    if (qv_query(db, SQL_COUNTERS, 0, NULL, &r) == OQ_OK &&
+        qv_rows_get(&r, 0, 0)) {
       out->counters = true;
-      out->items_ins = cm_atol(co_rows_get(&r, 0, 0), 0);
-      out->items_del = cm_atol(co_rows_get(&r, 0, 1), 0);
-      out->dead_ins = cm_atol(co_rows_get(&r, 0, 2), 0);
+      out->items_ins = cm_atol(qv_rows_get(&r, 0, 0), 0);
+      out->items_del = cm_atol(qv_rows_get(&r, 0, 1), 0);
+      out->dead_ins = cm_atol(qv_rows_get(&r, 0, 2), 0);
     }
-    co_rows_free(&r);
+    qv_rows_free(&r);
   }
 out:
   for (int i = 0; i < ns.n; i++)
     free(ns.v[i]);
   free(ns.v);
-  co_rows_free(&running);
-  co_rows_free(&done);
-  co_rows_free(&died);
+  qv_rows_free(&running);
+  qv_rows_free(&done);
+  qv_rows_free(&died);
   if (e != OQ_OK)
-    co_snapshot_free(out);
+    qv_snapshot_free(out);
   return e;
 }
 
-void co_snapshot_free(co_snapshot *s)
+void qv_snapshot_free(qv_snapshot *s)
 {
   if (!s)
     return;
@@ -383,7 +383,7 @@ void co_snapshot_free(co_snapshot *s)
   memset(s, 0, sizeof *s);
 }
 
-const co_qstat *co_snapshot_queue(const co_snapshot *s, const char *q)
+const qv_qstat *qv_snapshot_queue(const qv_snapshot *s, const char *q)
 {
   for (int i = 0; s && i < s->nq; i++)
     if (strcmp(s->q[i].queue, q) == 0)

@@ -7,8 +7,8 @@
  *
  * Thread safety: each call uses the caller's db and stream, on one thread.
  */
-#ifndef ONCEQ_COORD_STATS_VIEW_H
-#define ONCEQ_COORD_STATS_VIEW_H
+#ifndef ONCEQ_QUERY_STATS_VIEW_H
+#define ONCEQ_QUERY_STATS_VIEW_H
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,29 +18,29 @@
 
 /* Rates are taken over the last this many seconds: with history in one
  * snapshot, else (--watch) between samples up to this far apart. */
-#define CO_STATS_WINDOW_S 60.0
+#define QV_STATS_WINDOW_S 60.0
 
 /* One frame of `onceq stats` (json: `onceq stats --json`, one line) for
  * snapshot s, with rates against old (may be NULL), to f. 0, or -1 when
  * out of memory (nothing printed). */
-int co_view_stats(FILE *f, oq_db *db, bool json, const co_snapshot *s,
-                  const co_snapshot *old);
+int qv_view_stats(FILE *f, oq_db *db, bool json, const qv_snapshot *s,
+                  const qv_snapshot *old);
 
 /* One queue's rates and scaling hint, as `onceq stats` computes them. */
-typedef struct co_view_hint {
+typedef struct qv_view_hint {
   double in_per_min;   /* arrivals; -1 unknown */
   double done_per_min; /* completions; -1 unknown */
   double window_s;     /* total only: seconds the rates cover; 0 unknown */
   const char *source;  /* total only: "history", "pg_stat" or "none" (the
                           `onceq stats --json` names); static */
   char text[320];      /* the hint; "" when there is none per queue */
-} co_view_hint;
+} qv_view_hint;
 
 /* The per-queue hints (q: s->nq entries) and the one over all queues
  * (total). 0, or -1 when out of memory. Of old (here and in
- * co_view_stats) only the time and the table counters are read, so a
+ * qv_view_stats) only the time and the table counters are read, so a
  * caller may keep just those of its older snapshots. */
-int co_view_hints(const co_snapshot *s, const co_snapshot *old, co_view_hint *q,
-                  co_view_hint *total);
+int qv_view_hints(const qv_snapshot *s, const qv_snapshot *old, qv_view_hint *q,
+                  qv_view_hint *total);
 
 #endif

@@ -14,9 +14,9 @@
  *    created_at for an item enqueued to run now; for a delayed or retried
  *    item it is when it became runnable, which is what loads the
  *    workers); a running one by created_at (few rows, via the claim index).
- *  - capped count: counts stop at CO_COUNT_CAP (cofmt.h); a value above it
+ *  - capped count: counts stop at QV_COUNT_CAP (figures.h); a value above it
  *    means "more than". Every count reads an index range and at most
- *    CO_COUNT_CAP + 1 entries, so a snapshot stays cheap on a table of
+ *    QV_COUNT_CAP + 1 entries, so a snapshot stays cheap on a table of
  *    millions.
  *  - history: onceq_done has rows (workers run with --history).
  *  - table counters (PostgreSQL only): pg_stat_user_tables' cumulative
@@ -28,8 +28,8 @@
  *
  * Thread safety: uses the caller's db; snapshots are plain memory.
  */
-#ifndef ONCEQ_COORD_QSTATS_H
-#define ONCEQ_COORD_QSTATS_H
+#ifndef ONCEQ_QUERY_QSTATS_H
+#define ONCEQ_QUERY_QSTATS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,17 +37,17 @@
 #include "onceq/onceq.h"
 
 /* At most this many queues get per-queue detail (sorted by name). */
-#define CO_MAX_QUEUES 100
+#define QV_MAX_QUEUES 100
 /* At most this many distinct priorities are walked per queue. */
-#define CO_MAX_PRIORITIES 64
+#define QV_MAX_PRIORITIES 64
 
-typedef struct co_qstat {
+typedef struct qv_qstat {
   char *queue;    /* owned */
   long ready;     /* capped count */
   long scheduled; /* capped count */
   long running;   /* capped count (from the claim index) */
   long dead;      /* capped count */
-  bool approx;    /* more than CO_MAX_PRIORITIES priorities: ready and
+  bool approx;    /* more than QV_MAX_PRIORITIES priorities: ready and
                      scheduled are lower bounds */
   double lag_s;   /* oldest ready item's age, seconds; -1: none ready */
   long done_60s;  /* history: acked in the last 60 s; -1 without */
@@ -59,9 +59,9 @@ typedef struct co_qstat {
                         created in the window */
   long new_done_60s; /* history: acked in the window, created in it */
   long new_died_60s; /* dead-lettered in the window, created in it */
-} co_qstat;
+} qv_qstat;
 
-typedef struct co_sstat {
+typedef struct qv_sstat {
   char *id;       /* session UUID, owned */
   char *hostname; /* owned */
   char *version;  /* owned */
@@ -73,35 +73,35 @@ typedef struct co_sstat {
   double expiry_s;
   double age_s;
   long claims; /* capped count */
-} co_sstat;
+} qv_sstat;
 
-typedef struct co_snapshot {
+typedef struct qv_snapshot {
   double now_s;     /* the database's now(), Unix seconds */
   uint64_t mono_ms; /* local monotonic clock when taken */
-  co_qstat *q;      /* nq queues, sorted by name */
+  qv_qstat *q;      /* nq queues, sorted by name */
   int nq;
-  int more_queues; /* queues found beyond CO_MAX_QUEUES */
-  co_sstat *s;     /* ns sessions, oldest first */
+  int more_queues; /* queues found beyond QV_MAX_QUEUES */
+  qv_sstat *s;     /* ns sessions, oldest first */
   int ns;
   bool history;      /* onceq_done has rows */
   bool counters;     /* items_ins/items_del/dead_ins are valid */
   int64_t items_ins; /* pg_stat n_tup_ins(onceq_items) */
   int64_t items_del; /* pg_stat n_tup_del(onceq_items) */
   int64_t dead_ins;  /* pg_stat n_tup_ins(onceq_dead) */
-} co_snapshot;
+} qv_snapshot;
 
-#define CO_COORDINATOR_VERSION_PREFIX "onceq-coordinator/"
+#define QV_COORDINATOR_VERSION_PREFIX "onceq-coordinator/"
 
 /*
  * Take a snapshot. with_sessions: also list sessions (stats; the metrics
  * gauges skip them). On failure *out is zeroed, nothing to free, and the
  * error is on db.
  */
-OQ_MUST_CHECK oq_err co_snapshot_take(oq_db *db, bool with_sessions,
-                                      co_snapshot *out);
+OQ_MUST_CHECK oq_err qv_snapshot_take(oq_db *db, bool with_sessions,
+                                      qv_snapshot *out);
 /* Free a snapshot's memory. NULL is fine. */
-void co_snapshot_free(co_snapshot *s);
+void qv_snapshot_free(qv_snapshot *s);
 /* The queue named q in s, or NULL. */
-const co_qstat *co_snapshot_queue(const co_snapshot *s, const char *q);
+const qv_qstat *qv_snapshot_queue(const qv_snapshot *s, const char *q);
 
 #endif

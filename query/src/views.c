@@ -1,6 +1,8 @@
 /*
  * views.c: the read views of views.h: sessions, items by state and the
- * partition report, each one statement and one row printer.
+ * partition report, each one statement and one row printer; then the
+ * statements of one item, the schedules, the latest dead letters and the
+ * expired sessions, which their one caller prints.
  *
  * Sessions. Terms: age = now() - created_at; heartbeat = now() -
  * heartbeated_at; expired = heartbeat older than the session's own expiry
@@ -20,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cofmt.h"
+#include "figures.h"
 #include "fmt.h"
 #include "views.h"
 
@@ -68,7 +70,7 @@ static const cm_listing_col session_cols[] = {
 
 typedef struct sessions_ctx {
   cm_listing *out; /* --json: inside the "sessions" array */
-  co_sessions_sum *sum;
+  qv_sessions_sum *sum;
 } sessions_ctx;
 
 static oq_err session_row(void *ud, int ncols, const char *const *v)
@@ -112,12 +114,12 @@ static oq_err session_row(void *ud, int ncols, const char *const *v)
   return OQ_OK;
 }
 
-int co_sessions_open(cm_listing *l, bool json)
+int qv_sessions_open(cm_listing *l, bool json)
 {
   return cm_listing_open(l, json, "sessions", session_cols, "sessions");
 }
 
-oq_err co_sessions_read(oq_db *db, cm_listing *l, co_sessions_sum *sum)
+oq_err qv_sessions_read(oq_db *db, cm_listing *l, qv_sessions_sum *sum)
 {
   sessions_ctx c = {l, sum};
   memset(sum, 0, sizeof *sum);
@@ -134,13 +136,13 @@ static oq_err print_doc(FILE *f, cm_listing *l, oq_err e, const char *cmd)
   return e;
 }
 
-oq_err co_view_sessions(FILE *f, oq_db *db)
+oq_err qv_view_sessions(FILE *f, oq_db *db)
 {
   cm_listing l;
-  co_sessions_sum sum;
+  qv_sessions_sum sum;
   oq_err e = OQ_ERR_NOMEM;
-  if (co_sessions_open(&l, true) == CM_EXIT_OK) {
-    e = co_sessions_read(db, &l, &sum);
+  if (qv_sessions_open(&l, true) == CM_EXIT_OK) {
+    e = qv_sessions_read(db, &l, &sum);
     cm_listing_end_rows(&l);
   }
   return print_doc(f, &l, e, "sessions");
@@ -156,13 +158,13 @@ oq_err co_view_sessions(FILE *f, oq_db *db)
   " extract(epoch from claimed_at)::float8,"                                   \
   " NULL::float8, extract(epoch from created_at)::float8,"                     \
   " extract(epoch from now())::float8, claim::text, unique_key, "              \
-  "last_error, " CO_PAYLOAD_READ
+  "last_error, " QV_PAYLOAD_READ
 #define DEAD_COLS                                                              \
   "id::text, queue, priority, attempts, max_attempts, NULL::float8,"           \
   " NULL::float8, extract(epoch from died_at)::float8,"                        \
   " extract(epoch from created_at)::float8,"                                   \
   " extract(epoch from now())::float8, NULL::text, unique_key, "               \
-  "last_error, " CO_PAYLOAD_READ
+  "last_error, " QV_PAYLOAD_READ
 #define QFILTER " AND ($1::text IS NULL OR queue = $1::text)"
 
 static const char *const branch_sql[] = {
@@ -225,23 +227,23 @@ static const cm_listing_col dead_cols[] = {
     {"DIED", 0}, {"LAST ERROR", CM_COL_FLEX}, {NULL, 0},
 };
 
-const char *const co_item_states[CO_ITEMS_NSTATES] = {"running", "ready",
+const char *const qv_item_states[QV_ITEMS_NSTATES] = {"running", "ready",
                                                       "scheduled", "dead"};
 
 typedef struct items_ctx {
   long limit;
   long n;          /* rows seen (up to limit + 1) */
-  bool dead_only;  /* CO_ITEMS_DEAD: the last column is the error */
+  bool dead_only;  /* QV_ITEMS_DEAD: the last column is the error */
   cm_listing *out; /* json: inside the "items" array */
 } items_ctx;
 
-/* "payload": the JSON as it is, or past CO_PAYLOAD_SHOWN characters its
+/* "payload": the JSON as it is, or past QV_PAYLOAD_SHOWN characters its
  * first ones as a string; "payload_truncated" says which (issue 20: a
  * listing of 50 payloads of 1 MiB each would be 50 MiB). */
 static oq_err payload_json(cm_json *j, const char *text)
 {
   bool cut = false;
-  size_t n = co_payload_shown(text, &cut);
+  size_t n = qv_payload_shown(text, &cut);
   if (!cut) {
     cm_json_raw(j, "payload", text);
   } else {
@@ -299,13 +301,13 @@ static oq_err item_row(void *ud, int ncols, const char *const *v)
   return OQ_OK;
 }
 
-int co_items_open(cm_listing *l, bool json, int state)
+int qv_items_open(cm_listing *l, bool json, int state)
 {
   return cm_listing_open(
-      l, json, "items", state == CO_ITEMS_DEAD ? dead_cols : item_cols, "list");
+      l, json, "items", state == QV_ITEMS_DEAD ? dead_cols : item_cols, "list");
 }
 
-oq_err co_items_read(oq_db *db, const char *queue, int state, long limit,
+oq_err qv_items_read(oq_db *db, const char *queue, int state, long limit,
                      cm_listing *l, long *n)
 {
   /* The statement: the chosen branches (static text only). */
@@ -313,7 +315,7 @@ oq_err co_items_read(oq_db *db, const char *queue, int state, long limit,
   size_t off = 0;
   off += (size_t)snprintf(sql + off, sizeof sql - off, "SELECT * FROM (");
   bool first = true;
-  for (int s = 0; s < CO_ITEMS_NSTATES; s++) {
+  for (int s = 0; s < QV_ITEMS_NSTATES; s++) {
     if (state >= 0 && s != state)
       continue;
     off += (size_t)snprintf(sql + off, sizeof sql - off, "%s%s",
@@ -321,7 +323,7 @@ oq_err co_items_read(oq_db *db, const char *queue, int state, long limit,
     first = false;
   }
   snprintf(sql + off, sizeof sql - off, ") u ORDER BY k, a, b LIMIT $2::int");
-  items_ctx c = {.limit = limit, .dead_only = state == CO_ITEMS_DEAD, .out = l};
+  items_ctx c = {.limit = limit, .dead_only = state == QV_ITEMS_DEAD, .out = l};
   char lim[24];
   snprintf(lim, sizeof lim, "%ld", limit + 1);
   const char *params[2] = {queue, lim};
@@ -330,13 +332,13 @@ oq_err co_items_read(oq_db *db, const char *queue, int state, long limit,
   return e;
 }
 
-oq_err co_view_dead(FILE *f, oq_db *db, long limit)
+oq_err qv_view_dead(FILE *f, oq_db *db, long limit)
 {
   cm_listing l;
   long n = 0;
   oq_err e = OQ_ERR_NOMEM;
-  if (co_items_open(&l, true, CO_ITEMS_DEAD) == CM_EXIT_OK) {
-    e = co_items_read(db, NULL, CO_ITEMS_DEAD, limit, &l, &n);
+  if (qv_items_open(&l, true, QV_ITEMS_DEAD) == CM_EXIT_OK) {
+    e = qv_items_read(db, NULL, QV_ITEMS_DEAD, limit, &l, &n);
     cm_listing_end_rows(&l);
     cm_json_bool(&l.j, "more", n > limit);
   }
@@ -345,7 +347,7 @@ oq_err co_view_dead(FILE *f, oq_db *db, long limit)
 
 /* ---- partitions -------------------------------------------------------- */
 
-long co_parts_ready(const oq_parts_report *r)
+long qv_parts_ready(const oq_parts_report *r)
 {
   long n = 0;
   for (int x = 0; x < r->partitions; x++)
@@ -353,7 +355,7 @@ long co_parts_ready(const oq_parts_report *r)
   return n;
 }
 
-void co_view_parts(FILE *f, const oq_parts_report *r)
+void qv_view_parts(FILE *f, const oq_parts_report *r)
 {
   cm_json j;
   cm_json_init(&j, f);
@@ -364,7 +366,7 @@ void co_view_parts(FILE *f, const oq_parts_report *r)
   cm_json_int(&j, "owners", r->owners);
   cm_json_int(&j, "unowned", r->unowned);
   cm_json_int(&j, "stale_rows", r->stale_rows);
-  cm_json_int(&j, "ready", co_parts_ready(r));
+  cm_json_int(&j, "ready", qv_parts_ready(r));
   cm_json_num(&j, "imbalance", r->imbalance);
   cm_json_arr(&j, "parts");
   for (int x = 0; x < r->partitions; x++) {
@@ -390,4 +392,102 @@ void co_view_parts(FILE *f, const oq_parts_report *r)
   }
   cm_json_end(&j);
   cm_json_end(&j);
+}
+
+/* ---- one item --------------------------------------------------------- */
+
+static const char item_sql[] =
+    "SELECT 'live', CASE WHEN i.claim IS NOT NULL THEN 'running'"
+    " WHEN i.run_at > now() THEN 'scheduled' ELSE 'ready' END,"
+    " i.id::text, i.queue, i.priority, i.attempts, i.max_attempts,"
+    " extract(epoch from i.run_at)::float8,"
+    " extract(epoch from i.claimed_at)::float8, NULL::float8, NULL::float8,"
+    " extract(epoch from i.created_at)::float8,"
+    " extract(epoch from now())::float8, i.claim::text, s.hostname,"
+    " s.pid::text, extract(epoch from s.heartbeated_at)::float8,"
+    " i.unique_key, i.last_error, NULL::text, i.payload::text"
+    " FROM onceq_items i LEFT JOIN onceq_sessions s ON s.id = i.claim"
+    " WHERE i.id = $1::uuid"
+    " UNION ALL "
+    "SELECT 'dead', 'dead', id::text, queue, priority, attempts, max_attempts,"
+    " NULL, NULL, extract(epoch from died_at)::float8, NULL,"
+    " extract(epoch from created_at)::float8, extract(epoch from "
+    "now())::float8,"
+    " NULL, NULL, NULL, NULL, unique_key, last_error, NULL, payload::text"
+    " FROM onceq_dead WHERE id = $1::uuid"
+    " UNION ALL "
+    "SELECT 'done', 'done', item_id::text, queue, NULL, attempts, NULL, NULL,"
+    " NULL, NULL, extract(epoch from done_at)::float8,"
+    " extract(epoch from created_at)::float8, extract(epoch from "
+    "now())::float8,"
+    " session_id::text, NULL, NULL, NULL, NULL, NULL, result, NULL"
+    " FROM onceq_done WHERE item_id = $1::uuid";
+
+static int kind_rank(const char *kind)
+{
+  if (!kind)
+    return 0;
+  return strcmp(kind, "live") == 0 ? 3 : strcmp(kind, "dead") == 0 ? 2 : 1;
+}
+
+oq_err qv_item_find(oq_db *db, const char *id, qv_rows *out, int *row)
+{
+  const char *params[1] = {id};
+  *row = -1;
+  oq_err e = qv_query(db, item_sql, 1, params, out);
+  if (e != OQ_OK)
+    return e;
+  int best_rank = 0;
+  for (int i = 0; i < out->nrows; i++) {
+    int rank = kind_rank(qv_rows_get(out, i, QV_ITEM_KIND));
+    if (rank > best_rank) {
+      *row = i;
+      best_rank = rank;
+    }
+  }
+  return *row >= 0 && out->ncols < QV_ITEM_NCOLS ? OQ_ERR_SQL : OQ_OK;
+}
+
+/* ---- schedules -------------------------------------------------------- */
+
+oq_err qv_schedules_read(oq_db *db, qv_rows *out)
+{
+  return qv_query(db,
+                  "SELECT name, cron, queue, payload::text,"
+                  " extract(epoch FROM next_run_at)::float8,"
+                  " extract(epoch FROM last_run_at)::float8,"
+                  " last_item_id::text, extract(epoch FROM now())::float8"
+                  " FROM onceq_schedules ORDER BY name",
+                  0, NULL, out);
+}
+
+/* ---- the status page's latest dead letters ---------------------------- */
+
+static const char dead_latest_sql[] =
+    "SELECT id::text, queue, attempts, max_attempts,"
+    " extract(epoch FROM now() - died_at)::float8,"
+    " left(coalesce(last_error, ''), 1000), left(payload::text, 1000)"
+    " FROM onceq_dead ORDER BY died_at DESC LIMIT $1::int";
+
+oq_err qv_dead_latest(oq_db *db, int limit, oq_row_fn row, void *ud)
+{
+  char lim[16];
+  snprintf(lim, sizeof lim, "%d", limit);
+  const char *params[1] = {lim};
+  return oq_db_query(db, dead_latest_sql, 1, params, row, ud);
+}
+
+/* ---- expired sessions ------------------------------------------------- */
+
+static const char expired_sql[] =
+    "SELECT s.id::text, s.hostname, s.pid,"
+    " extract(epoch from now() - s.heartbeated_at)::float8,"
+    " extract(epoch from s.expiry)::float8,"
+    " (SELECT count(*) FROM onceq_items i WHERE i.claim = s.id)"
+    " FROM onceq_sessions s WHERE s.heartbeated_at + s.expiry < now()"
+    " ORDER BY s.heartbeated_at, s.id FOR UPDATE OF s";
+
+oq_err qv_expired_sessions_lock(oq_db *db, oq_row_fn row, void *ud)
+{
+  return oq_db_query(db, expired_sql, 0, NULL, row, ud);
 }

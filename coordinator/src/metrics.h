@@ -1,5 +1,5 @@
 /*
- * coord_metrics.h: the coordinator's Prometheus endpoint (libmicrohttpd,
+ * metrics.h: the coordinator's Prometheus endpoint (libmicrohttpd,
  * the worker's style): GET /metrics in the text exposition format 0.0.4,
  * GET /healthz (200 while the coordinator's session is live).
  *
@@ -11,7 +11,7 @@
  *    copy): onceq_queue_items{queue,state="ready|scheduled|running|dead"}
  *    and onceq_queue_lag_seconds{queue} (age of the oldest ready item; 0
  *    when none). Counts are capped like `onceq stats` (a value of
- *    CO_COUNT_CAP + 1 means "more than CO_COUNT_CAP").
+ *    QV_COUNT_CAP + 1 means "more than QV_COUNT_CAP").
  *
  * Thread safety: setters may be called from any thread (atomics, and a
  * mutex around the queue gauges); the HTTP server runs its own thread.
@@ -48,7 +48,7 @@ void co_metrics_add(co_metrics *m, co_counter c, uint64_t n);
 void co_metrics_set_leader(co_metrics *m, bool leader);
 void co_metrics_set_healthy(co_metrics *m, bool healthy);
 /* Copy the per-queue gauges from s; NULL clears them (not leader). */
-void co_metrics_set_queues(co_metrics *m, const co_snapshot *s);
+void co_metrics_set_queues(co_metrics *m, const qv_snapshot *s);
 
 /* Render into buf (truncated at a line end; NUL-terminated); returns the
  * bytes written. For tests and the server. */

@@ -47,13 +47,13 @@ static int64_t floor_div(int64_t a, int64_t b)
   return q;
 }
 
-int64_t co_utc_from_civil(int y, int mon, int d, int h, int min, int s)
+int64_t cm_utc_from_civil(int y, int mon, int d, int h, int min, int s)
 {
   return days_from_civil(y, mon, d) * 86400 + (int64_t)h * 3600 +
          (int64_t)min * 60 + s;
 }
 
-void co_utc_to_civil(int64_t t, int *y, int *mon, int *d, int *h, int *min,
+void cm_utc_to_civil(int64_t t, int *y, int *mon, int *d, int *h, int *min,
                      int *s, int *wday)
 {
   int64_t days = floor_div(t, 86400);
@@ -216,12 +216,12 @@ static const struct {
     {"@hourly", "0 * * * *"},
 };
 
-int co_cron_parse(const char *expr, co_cron *out, char *err, size_t errlen)
+int cm_cron_parse(const char *expr, cm_cron *out, char *err, size_t errlen)
 {
   char buf[256];
   char *tok[6];
   int n = 0;
-  co_cron c;
+  cm_cron c;
   memset(&c, 0, sizeof c);
   if (!expr) {
     snprintf(err, errlen, "no cron expression given");
@@ -237,7 +237,7 @@ int co_cron_parse(const char *expr, co_cron *out, char *err, size_t errlen)
         while (isspace((unsigned char)*rest))
           rest++;
         if (*rest == '\0')
-          return co_cron_parse(macros[i].expr, out, err, errlen);
+          return cm_cron_parse(macros[i].expr, out, err, errlen);
       }
     }
     snprintf(err, errlen,
@@ -286,7 +286,7 @@ int co_cron_parse(const char *expr, co_cron *out, char *err, size_t errlen)
    * calendar combination (leap days recur within 8 years, weekday/date
    * pairs within 28). */
   int64_t next;
-  if (co_cron_next(&c, 0, &next) != 0) {
+  if (cm_cron_next(&c, 0, &next) != 0) {
     snprintf(err, errlen,
              "cron '%.64s' never fires (no such day in the months it "
              "names)",
@@ -299,7 +299,7 @@ int co_cron_parse(const char *expr, co_cron *out, char *err, size_t errlen)
 
 /* ---- next occurrence --------------------------------------------------- */
 
-static bool day_matches(const co_cron *c, int mday, int wday)
+static bool day_matches(const cm_cron *c, int mday, int wday)
 {
   bool dm = (c->mdays >> mday) & 1u;
   bool wm = (c->wdays >> wday) & 1u;
@@ -308,12 +308,12 @@ static bool day_matches(const co_cron *c, int mday, int wday)
   return dm || wm;
 }
 
-int co_cron_next(const co_cron *c, int64_t after_s, int64_t *next_s)
+int cm_cron_next(const cm_cron *c, int64_t after_s, int64_t *next_s)
 {
   /* the next whole minute after after_s */
   int64_t t = floor_div(after_s, 60) * 60 + 60;
   int y, mon, d, h, mi, s, wd;
-  co_utc_to_civil(t, &y, &mon, &d, &h, &mi, &s, &wd);
+  cm_utc_to_civil(t, &y, &mon, &d, &h, &mi, &s, &wd);
   int64_t day = floor_div(t, 86400);
   int start_h = h, start_m = mi;
   /* bounded: one step per day (months skip ahead), at most ~50 years */

@@ -1,7 +1,7 @@
 /*
- * coord_metrics.c: the coordinator's counters and gauges, their
+ * metrics.c: the coordinator's counters and gauges, their
  * rendering, and the coordinator's side of its --metrics-addr server: its
- * options and error messages (coord_metrics.h). The text format and the
+ * options and error messages (metrics.h). The text format and the
  * server itself are common/ (common/src/promtext.h, promhttp.h); the
  * series differ, so they are kept here.
  */
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cofmt.h"
-#include "coord_metrics.h"
+#include "figures.h"
+#include "metrics.h"
 #include "onceq/onceq.h"
 #include "promhttp.h"
 #include "promtext.h"
@@ -116,7 +116,7 @@ void co_metrics_set_healthy(co_metrics *m, bool healthy)
     atomic_store(&m->healthy, healthy);
 }
 
-void co_metrics_set_queues(co_metrics *m, const co_snapshot *s)
+void co_metrics_set_queues(co_metrics *m, const qv_snapshot *s)
 {
   if (!m)
     return;

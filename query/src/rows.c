@@ -1,17 +1,17 @@
-/* codb.c: statements in their own restartable transaction (codb.h). */
+/* rows.c: statements in their own restartable transaction (rows.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "codb.h"
+#include "rows.h"
 
-const char *co_rows_get(const co_rows *r, int row, int col)
+const char *qv_rows_get(const qv_rows *r, int row, int col)
 {
   if (!r || !r->v || row < 0 || row >= r->nrows || col < 0 || col >= r->ncols)
     return NULL;
   return r->v[(size_t)row * (size_t)r->ncols + (size_t)col];
 }
 
-void co_rows_free(co_rows *r)
+void qv_rows_free(qv_rows *r)
 {
   if (!r)
     return;
@@ -26,14 +26,14 @@ void co_rows_free(co_rows *r)
 
 /* Row callback: append one row, growing the array geometrically. */
 typedef struct collect {
-  co_rows *rows;
+  qv_rows *rows;
   int cap; /* rows allocated */
 } collect;
 
 static oq_err add_row(void *ud, int ncols, const char *const *vals)
 {
   collect *c = ud;
-  co_rows *r = c->rows;
+  qv_rows *r = c->rows;
   if (r->nrows == 0 && r->ncols == 0)
     r->ncols = ncols;
   if (ncols != r->ncols)
@@ -52,7 +52,7 @@ static oq_err add_row(void *ud, int ncols, const char *const *vals)
     if (vals[i]) {
       copy = strdup(vals[i]);
       if (!copy) {
-        /* keep the table rectangular so co_rows_free frees what was set */
+        /* keep the table rectangular so qv_rows_free frees what was set */
         for (int j = i; j < ncols; j++)
           r->v[(size_t)r->nrows * (size_t)ncols + (size_t)j] = NULL;
         r->nrows++;
@@ -65,10 +65,10 @@ static oq_err add_row(void *ud, int ncols, const char *const *vals)
   return OQ_OK;
 }
 
-oq_err co_query_in_tx(oq_db *db, const char *sql, int nparams,
-                      const char *const *params, co_rows *out)
+oq_err qv_query_in_tx(oq_db *db, const char *sql, int nparams,
+                      const char *const *params, qv_rows *out)
 {
-  co_rows_free(out);
+  qv_rows_free(out);
   collect c = {out, 0};
   return oq_db_query(db, sql, nparams, params, add_row, &c);
 }
@@ -77,14 +77,14 @@ typedef struct stmt {
   const char *sql;
   int nparams;
   const char *const *params;
-  co_rows *rows;  /* co_query: where the rows go */
-  long *affected; /* co_exec */
+  qv_rows *rows;  /* qv_query: where the rows go */
+  long *affected; /* qv_exec */
 } stmt;
 
 static oq_err run_query(oq_db *db, void *ud)
 {
   stmt *s = ud;
-  return co_query_in_tx(db, s->sql, s->nparams, s->params, s->rows);
+  return qv_query_in_tx(db, s->sql, s->nparams, s->params, s->rows);
 }
 
 static oq_err run_exec(oq_db *db, void *ud)
@@ -93,15 +93,15 @@ static oq_err run_exec(oq_db *db, void *ud)
   return oq_db_exec(db, s->sql, s->nparams, s->params, s->affected);
 }
 
-oq_err co_query(oq_db *db, const char *sql, int nparams,
-                const char *const *params, co_rows *out)
+oq_err qv_query(oq_db *db, const char *sql, int nparams,
+                const char *const *params, qv_rows *out)
 {
   memset(out, 0, sizeof *out);
   stmt s = {sql, nparams, params, out, NULL};
   return oq_db_transact(db, run_query, &s);
 }
 
-oq_err co_exec(oq_db *db, const char *sql, int nparams,
+oq_err qv_exec(oq_db *db, const char *sql, int nparams,
                const char *const *params, long *affected)
 {
   long n = 0;

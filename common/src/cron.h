@@ -16,14 +16,14 @@
  *
  * Thread safety: pure functions over caller-owned structs.
  */
-#ifndef ONCEQ_COORD_CRON_H
-#define ONCEQ_COORD_CRON_H
+#ifndef ONCEQ_COMMON_CRON_H
+#define ONCEQ_COMMON_CRON_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct co_cron {
+typedef struct cm_cron {
   uint64_t minutes; /* bit m: minute m (0-59) matches */
   uint32_t hours;   /* bit h: hour h (0-23) */
   uint32_t mdays;   /* bit d: day of month d (1-31) */
@@ -31,26 +31,26 @@ typedef struct co_cron {
   uint8_t wdays;    /* bit w: weekday w (0-6, Sunday = 0) */
   bool mday_star;   /* day-of-month field started with '*' */
   bool wday_star;   /* day-of-week field started with '*' */
-} co_cron;
+} cm_cron;
 
 /*
  * Parse expr into *out. Returns 0, or -1 with one line in err naming the
  * field and what is wrong. An expression that can never fire (for
  * example "0 0 30 2 *") is rejected too.
  */
-int co_cron_parse(const char *expr, co_cron *out, char *err, size_t errlen);
+int cm_cron_parse(const char *expr, cm_cron *out, char *err, size_t errlen);
 
 /*
  * The first time strictly after after_s (Unix seconds) at which c fires:
  * 0 and *next_s set, or -1 when there is none within 50 years (never, for
- * an expression co_cron_parse accepted).
+ * an expression cm_cron_parse accepted).
  */
-int co_cron_next(const co_cron *c, int64_t after_s, int64_t *next_s);
+int cm_cron_next(const cm_cron *c, int64_t after_s, int64_t *next_s);
 
 /* Broken-down UTC time <-> Unix seconds, for callers and tests (proleptic
  * Gregorian calendar, any year). */
-int64_t co_utc_from_civil(int y, int mon, int d, int h, int min, int s);
-void co_utc_to_civil(int64_t t, int *y, int *mon, int *d, int *h, int *min,
+int64_t cm_utc_from_civil(int y, int mon, int d, int h, int min, int s);
+void cm_utc_to_civil(int64_t t, int *y, int *mon, int *d, int *h, int *min,
                      int *s, int *wday);
 
 #endif

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cofmt.h"
+#include "figures.h"
 #include "fmt.h"
 #include "jsonout.h"
 #include "stats_view.h"
@@ -53,7 +53,7 @@ typedef struct rates {
   double total_window_s; /* window of the totals' rates */
 } rates;
 
-static int rates_compute(const co_snapshot *cur, const co_snapshot *old,
+static int rates_compute(const qv_snapshot *cur, const qv_snapshot *old,
                          rates *r)
 {
   memset(r, 0, sizeof *r);
@@ -69,7 +69,7 @@ static int rates_compute(const co_snapshot *cur, const co_snapshot *old,
   r->window_s = dt > 0 ? dt : 0;
   double sum_in = 0, sum_done = 0;
   for (int i = 0; i < cur->nq; i++) {
-    const co_qstat *q = &cur->q[i];
+    const qv_qstat *q = &cur->q[i];
     r->done_q[i] = r->in_q[i] = -1;
     if (cur->history) {
       r->done_q[i] = (double)q->done_60s;
@@ -83,7 +83,7 @@ static int rates_compute(const co_snapshot *cur, const co_snapshot *old,
     r->in_total = sum_in;
     r->done_total = sum_done;
     r->in_src = r->done_src = "history";
-    r->total_window_s = CO_STATS_WINDOW_S;
+    r->total_window_s = QV_STATS_WINDOW_S;
   } else if (old && cur->counters && old->counters && r->window_s > 0) {
     double ins = (double)(cur->items_ins - old->items_ins);
     double del = (double)(cur->items_del - old->items_del) -
@@ -137,12 +137,12 @@ static bool serves(const char *queues, const char *q)
 static void hint_compute(hint *h, long ready_count)
 {
   char a[32], c[32], p[32], ready[32];
-  co_fmt_count(ready, sizeof ready, ready_count);
+  qv_fmt_count(ready, sizeof ready, ready_count);
   const char *what = h->queue ? h->queue : "all queues";
   h->per_worker = -1;
   h->needed = -1;
-  co_fmt_rate(a, sizeof a, h->in);
-  co_fmt_rate(c, sizeof c, h->done);
+  qv_fmt_rate(a, sizeof a, h->in);
+  qv_fmt_rate(c, sizeof c, h->done);
   if (h->workers == 0) {
     if (ready_count > 0 || h->in > 0) {
       h->needed = 1;
@@ -175,7 +175,7 @@ static void hint_compute(hint *h, long ready_count)
     return;
   }
   h->per_worker = h->done / h->workers;
-  co_fmt_rate(p, sizeof p, h->per_worker);
+  qv_fmt_rate(p, sizeof p, h->per_worker);
   double x = h->in / h->per_worker;
   h->needed = (long)ceil(x - 1e-9);
   if (h->needed < 1 && (h->in > 0 || ready_count > 0))
@@ -204,7 +204,7 @@ typedef struct hints {
   int nq;
 } hints;
 
-static int scaling_hints(const co_snapshot *s, const rates *r, hints *hs)
+static int scaling_hints(const qv_snapshot *s, const rates *r, hints *hs)
 {
   long ready = 0;
   memset(hs, 0, sizeof *hs);
@@ -252,17 +252,17 @@ typedef struct totals {
 
 static void add_count(totals *t, int col, long n, bool approx)
 {
-  t->n[col] += n > CO_COUNT_CAP ? CO_COUNT_CAP : n;
-  if (n > CO_COUNT_CAP || approx)
+  t->n[col] += n > QV_COUNT_CAP ? QV_COUNT_CAP : n;
+  if (n > QV_COUNT_CAP || approx)
     t->cap[col] = true;
 }
 
-static void sum_queues(const co_snapshot *s, totals *t)
+static void sum_queues(const qv_snapshot *s, totals *t)
 {
   memset(t, 0, sizeof *t);
   t->lag_s = -1;
   for (int i = 0; i < s->nq; i++) {
-    const co_qstat *q = &s->q[i];
+    const qv_qstat *q = &s->q[i];
     add_count(t, 0, q->ready, q->approx);
     add_count(t, 1, q->scheduled, q->approx);
     add_count(t, 2, q->running, q->approx);
@@ -284,7 +284,7 @@ static void json_count(cm_json *j, const char *name, long n, bool capped)
 /* A queue's count: up to the cap, capped past it. */
 static void json_qcount(cm_json *j, const char *name, long n)
 {
-  json_count(j, name, n > CO_COUNT_CAP ? CO_COUNT_CAP : n, n > CO_COUNT_CAP);
+  json_count(j, name, n > QV_COUNT_CAP ? QV_COUNT_CAP : n, n > QV_COUNT_CAP);
 }
 
 static void json_hint(cm_json *j, const char *key, const hint *h)
@@ -303,7 +303,7 @@ static void json_hint(cm_json *j, const char *key, const hint *h)
   cm_json_end(j);
 }
 
-static void print_json(FILE *f, oq_db *db, const co_snapshot *s, const rates *r,
+static void print_json(FILE *f, oq_db *db, const qv_snapshot *s, const rates *r,
                        const hints *hs)
 {
   char when[40];
@@ -321,7 +321,7 @@ static void print_json(FILE *f, oq_db *db, const co_snapshot *s, const rates *r,
   cm_json_num(&j, "sample_window_s", r->window_s);
   cm_json_arr(&j, "queues");
   for (int i = 0; i < s->nq; i++) {
-    const co_qstat *q = &s->q[i];
+    const qv_qstat *q = &s->q[i];
     cm_json_obj(&j, NULL);
     cm_json_str(&j, "queue", q->queue);
     json_qcount(&j, "ready", q->ready);
@@ -350,7 +350,7 @@ static void print_json(FILE *f, oq_db *db, const co_snapshot *s, const rates *r,
   cm_json_end(&j);
   cm_json_arr(&j, "sessions");
   for (int i = 0; i < s->ns; i++) {
-    const co_sstat *x = &s->s[i];
+    const qv_sstat *x = &s->s[i];
     cm_json_obj(&j, NULL);
     cm_json_str(&j, "id", x->id);
     cm_json_str(&j, "role",
@@ -405,7 +405,7 @@ static void wrap(FILE *f, const char *prefix, const char *raw, int width)
   fputc('\n', f);
 }
 
-static void print_human(FILE *f, const co_snapshot *s, const rates *r,
+static void print_human(FILE *f, const qv_snapshot *s, const rates *r,
                         const hints *hs)
 {
   char when[40], b[8][32];
@@ -421,14 +421,14 @@ static void print_human(FILE *f, const co_snapshot *s, const rates *r,
   fprintf(f, "%-18s %8s %8s %8s %8s %8s %7s %8s\n", "QUEUE", "READY", "SCHED",
           "RUNNING", "DEAD", "LAG", "IN/MIN", "DONE/MIN");
   for (int i = 0; i < s->nq; i++) {
-    const co_qstat *q = &s->q[i];
-    co_fmt_count(b[0], sizeof b[0], q->ready);
-    co_fmt_count(b[1], sizeof b[1], q->scheduled);
-    co_fmt_count(b[2], sizeof b[2], q->running);
-    co_fmt_count(b[3], sizeof b[3], q->dead);
+    const qv_qstat *q = &s->q[i];
+    qv_fmt_count(b[0], sizeof b[0], q->ready);
+    qv_fmt_count(b[1], sizeof b[1], q->scheduled);
+    qv_fmt_count(b[2], sizeof b[2], q->running);
+    qv_fmt_count(b[3], sizeof b[3], q->dead);
     cm_fmt_dur(b[4], sizeof b[4], q->lag_s);
-    co_fmt_rate(b[5], sizeof b[5], r->in_q[i]);
-    co_fmt_rate(b[6], sizeof b[6], r->done_q[i]);
+    qv_fmt_rate(b[5], sizeof b[5], r->in_q[i]);
+    qv_fmt_rate(b[6], sizeof b[6], r->done_q[i]);
     char qname[19 * 6];
     oq_text_escape(qname, sizeof qname, q->queue); /* outside text */
     fprintf(f, "%-18.18s %8s %8s %8s %8s %8s %7s %8s%s\n", qname, b[0], b[1],
@@ -443,8 +443,8 @@ static void print_human(FILE *f, const co_snapshot *s, const rates *r,
   for (int c = 0; c < 4; c++)
     snprintf(b[c], sizeof b[c], "%ld%s", t.n[c], t.cap[c] ? "+" : "");
   cm_fmt_dur(b[4], sizeof b[4], t.lag_s);
-  co_fmt_rate(b[5], sizeof b[5], r->in_total);
-  co_fmt_rate(b[6], sizeof b[6], r->done_total);
+  qv_fmt_rate(b[5], sizeof b[5], r->in_total);
+  qv_fmt_rate(b[6], sizeof b[6], r->done_total);
   fprintf(f, "%-18s %8s %8s %8s %8s %8s %7s %8s\n", "TOTAL", b[0], b[1], b[2],
           b[3], b[4], b[5], b[6]);
 
@@ -460,8 +460,8 @@ static void print_human(FILE *f, const co_snapshot *s, const rates *r,
     fprintf(f, "%-8s %-11s %-16s %7s %7s %10s %7s %7s\n", "ID", "ROLE", "HOST",
             "PID", "CLAIMS", "HEARTBEAT", "EXPIRY", "AGE");
   for (int i = 0; i < s->ns; i++) {
-    const co_sstat *x = &s->s[i];
-    co_fmt_count(b[0], sizeof b[0], x->claims);
+    const qv_sstat *x = &s->s[i];
+    qv_fmt_count(b[0], sizeof b[0], x->claims);
     cm_fmt_dur(b[1], sizeof b[1], x->heartbeat_age_s);
     cm_fmt_dur(b[2], sizeof b[2], x->expiry_s);
     cm_fmt_dur(b[3], sizeof b[3], x->age_s);
@@ -482,7 +482,7 @@ static void print_human(FILE *f, const co_snapshot *s, const rates *r,
   /* per queue, for the queues that have something going on */
   bool first = true;
   for (int i = 0; i < hs->nq; i++) {
-    const co_qstat *q = &s->q[i];
+    const qv_qstat *q = &s->q[i];
     if (q->ready == 0 && q->running == 0 && !(hs->q[i].in > 0))
       continue;
     wrap(f, first ? "scaling: " : "         ", hs->q[i].text, 79);
@@ -492,8 +492,8 @@ static void print_human(FILE *f, const co_snapshot *s, const rates *r,
     wrap(f, "scaling: ", hs->total.text, 79);
 }
 
-int co_view_stats(FILE *f, oq_db *db, bool json, const co_snapshot *s,
-                  const co_snapshot *old)
+int qv_view_stats(FILE *f, oq_db *db, bool json, const qv_snapshot *s,
+                  const qv_snapshot *old)
 {
   rates r;
   hints hs;
@@ -510,8 +510,8 @@ int co_view_stats(FILE *f, oq_db *db, bool json, const co_snapshot *s,
   return 0;
 }
 
-int co_view_hints(const co_snapshot *s, const co_snapshot *old, co_view_hint *q,
-                  co_view_hint *total)
+int qv_view_hints(const qv_snapshot *s, const qv_snapshot *old, qv_view_hint *q,
+                  qv_view_hint *total)
 {
   rates r;
   hints hs;

@@ -1,11 +1,11 @@
-/* cofmt.c: output helpers (cofmt.h). */
+/* figures.c: output helpers (figures.h). */
 #include <math.h>
 
-#include "cofmt.h"
+#include "figures.h"
 
-_Static_assert(CO_PAYLOAD_SHOWN == 16384, "CO_PAYLOAD_READ's length");
+_Static_assert(QV_PAYLOAD_SHOWN == 16384, "QV_PAYLOAD_READ's length");
 
-size_t co_payload_shown(const char *text, bool *cut)
+size_t qv_payload_shown(const char *text, bool *cut)
 {
   size_t chars = 0, i = 0;
   *cut = false;
@@ -14,7 +14,7 @@ size_t co_payload_shown(const char *text, bool *cut)
   for (; text[i]; i++) {
     if (((unsigned char)text[i] & 0xC0) == 0x80)
       continue; /* a continuation byte: same character */
-    if (chars == CO_PAYLOAD_SHOWN) {
+    if (chars == QV_PAYLOAD_SHOWN) {
       *cut = true;
       break;
     }
@@ -23,22 +23,22 @@ size_t co_payload_shown(const char *text, bool *cut)
   return i;
 }
 
-void co_fmt_count(char *buf, size_t len, long n)
+void qv_fmt_count(char *buf, size_t len, long n)
 {
   if (n < 0)
     snprintf(buf, len, "-");
-  else if (n > CO_COUNT_CAP)
-    snprintf(buf, len, "%ld+", CO_COUNT_CAP);
+  else if (n > QV_COUNT_CAP)
+    snprintf(buf, len, "%ld+", QV_COUNT_CAP);
   else
     snprintf(buf, len, "%ld", n);
 }
 
-void co_fmt_rate(char *buf, size_t len, double per_min)
+void qv_fmt_rate(char *buf, size_t len, double per_min)
 {
   if (per_min < 0 || isnan(per_min))
     snprintf(buf, len, "-");
-  else if (per_min > (double)CO_COUNT_CAP)
-    snprintf(buf, len, "%ld+", CO_COUNT_CAP); /* from capped counts */
+  else if (per_min > (double)QV_COUNT_CAP)
+    snprintf(buf, len, "%ld+", QV_COUNT_CAP); /* from capped counts */
   else if (per_min >= 100)
     snprintf(buf, len, "%.0f", per_min);
   else
