@@ -48,6 +48,9 @@ oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
                           long *affected);
 /* Reconnect with backoff until the policy's total time runs out. */
 oq_err oq__db_reconnect_patiently(oq_db *db);
+/* oq_db_set_give_up's function says to stop now: retry loops end at once
+ * (as when their time is up) instead of retrying a call nobody waits for. */
+bool oq__db_given_up(oq_db *db);
 /* The db's retry policy and per-connection PRNG state. */
 const oq_retry_policy *oq__db_policy(const oq_db *db);
 uint64_t *oq__db_rng(oq_db *db);

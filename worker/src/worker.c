@@ -537,6 +537,14 @@ static loop_state on_rejoining(wk *w, loop *l)
     return REJOINING;
   }
   if (w->current) {
+    /* the session was lost, most often because its heartbeat got no
+     * answer: this connection may be to a server that no longer answers
+     * (a failed-over primary whose host went silent) though it looks up.
+     * Connect again first, so that the delete reaches the server that
+     * answers now (the next host of a multi-host URL) instead of waiting
+     * out the deadline on the old one. */
+    oq_err re = oq_db_reconnect(l->db);
+    (void)re; /* retire reconnects once more, and reports */
     wk_gen *old = w->current;
     w->current = NULL;
     retire(w, l->db, old, true);
@@ -645,6 +653,15 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
    * itself is decided by the clock, not by the deadline */
   if (w.dbo.deadline_ms < 2000)
     w.dbo.deadline_ms = 2000;
+  /* every thread connects within the fence's bound (half the deadline, 2
+   * to 5 s, as the library derives it), the executors too, whose longer
+   * statement deadline would otherwise give a connect 5 s: libpq spends it
+   * on each host of a multi-host list, so after a failover every reconnect
+   * pays it once on the silent old primary before reaching the new one */
+  w.dbo.connect_timeout_s = w.dbo.deadline_ms / 2000 < 2 ? 2
+                            : w.dbo.deadline_ms / 2000 > 5
+                                ? 5
+                                : w.dbo.deadline_ms / 2000;
   w.item_retry = oq_retry_policy_item();
   w.item_retry.base_ms = (int)cfg->retry_base_ms;
   pthread_mutex_init(&w.mu, NULL);
