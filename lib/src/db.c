@@ -17,7 +17,9 @@
 
 #include "internal.h"
 
-/* how often a wait asks oq_db_set_give_up's function */
+/* how late an answer must be before a wait asks oq_db_set_give_up's
+ * function, and how often it asks then */
+#define GIVE_UP_AFTER_MS 1000
 #define GIVE_UP_POLL_MS 100
 
 struct oq_db {
@@ -761,6 +763,7 @@ bool oq__db_given_up(oq_db *db)
 
 static bool wait_readable(oq_db *db, uint64_t until_ms, bool *timed_out)
 {
+  uint64_t waited_from = oq_monotonic_ms();
   while (PQisBusy(db->conn)) {
     int flush = PQflush(db->conn);
     if (flush < 0)
@@ -778,9 +781,11 @@ static bool wait_readable(oq_db *db, uint64_t until_ms, bool *timed_out)
     }
     if (db->give_up) {
       /* the caller's answer may stop mattering before the deadline (a
-       * lost session): ask every GIVE_UP_POLL_MS, end the wait as the
-       * deadline does */
-      if (db->give_up(db->give_up_ud)) {
+       * lost session): once this answer is GIVE_UP_AFTER_MS late (a
+       * server that answers gets to say its piece, e.g. reject an ack),
+       * ask every GIVE_UP_POLL_MS, and end the wait as the deadline does */
+      if (oq_monotonic_ms() - waited_from >= GIVE_UP_AFTER_MS &&
+          db->give_up(db->give_up_ud)) {
         *timed_out = true;
         return false;
       }

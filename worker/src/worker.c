@@ -637,6 +637,18 @@ static void cond_init(pthread_cond_t *cv)
   pthread_condattr_destroy(&a);
 }
 
+/* oq_db_set_give_up's function for the claim loop's connection: the
+ * current session is lost, so a sweep or claim that waits on a server that
+ * does not answer (a silent failed-over primary) is moot; the loop goes on
+ * to register a new session instead of waiting out the deadline. Read on
+ * the claim loop's thread only, like w->current. */
+static bool current_lost(void *ud)
+{
+  const wk *w = ud;
+  return w->current &&
+         oq_session_state_get(w->current->session) == OQ_SESSION_LOST;
+}
+
 int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
 {
   wk w;
@@ -683,6 +695,7 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
     rc = cm_exit_for(e); /* the one exit-code rule (docs/worker.md) */
     goto out;
   }
+  oq_db_set_give_up(db, current_lost, &w);
   e = join(&w, db);
   if (e != OQ_OK) {
     cm_say("onceq-worker", NULL, NULL, "%s", oq_db_errmsg(db));

@@ -72,8 +72,8 @@ void oq_db_close(oq_db *db);
 /* Drop the connection and connect again with the same options.
  * Blocks: like oq_db_open, one attempt; cancel by: none needed. */
 OQ_MUST_CHECK oq_err oq_db_reconnect(oq_db *db);
-/* Give up waiting for the server before the deadline: while a statement
- * waits for its answer, fn(ud) is asked every 100 ms, and true ends the wait
+/* Give up waiting for the server before the deadline: once a statement's
+ * answer is 1 s late, fn(ud) is asked every 100 ms, and true ends the wait
  * as the deadline does (the connection is closed: OQ_ERR_CONN, or
  * OQ_ERR_AMBIGUOUS when a COMMIT was sent). For a caller whose answer has
  * stopped mattering, e.g. an executor whose session was lost: an ack would
