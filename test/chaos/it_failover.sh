@@ -109,7 +109,9 @@ for _ in $(seq 1 400); do
   q="INSERT INTO enqueued SELECT g FROM generate_series($n, $((n + 9))) g;
      INSERT INTO onceq_items (payload)
      SELECT jsonb_build_object('n', g) FROM generate_series($n, $((n + 9))) g"
-  if "$psql" -X -q -At -v ON_ERROR_STOP=1 -d "$dsn" -c "$q" >/dev/null 2>&1; then
+  # bounded: a psql connected just before the old primary's address went
+  # silent would wait for its answer for hours (no deadline in psql)
+  if timeout 10 "$psql" -X -q -At -v ON_ERROR_STOP=1 -d "$dsn" -c "$q" >/dev/null 2>&1; then
     echo "ok $n" >>"$out"
   else
     echo "failed $n" >>"$out"

@@ -37,6 +37,6 @@ else
   oq_pgx_sql x postgres "ALTER DATABASE oq SET default_transaction_isolation = '$OQ_ISOLATION'" >/dev/null
   app="$(oq_pgx_dsn x oq | sed 's/user=postgres/user=oq_app/')"
   out=$("$ONCEQ_CLI" --db "$app" migrate 2>&1) || oq_fail "onceq migrate: $out"
-  oq_storm_exhaust "$app" "$(oq_pgx_dsn x oq)" "$app" 3000 10
+  oq_storm_exhaust "$app" "$(oq_pgx_dsn x oq)" "$app" 5000 10
 fi
 oq_log "PASS"
