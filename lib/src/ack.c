@@ -200,7 +200,7 @@ oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item, oq_ack_fn fn,
       return e;
     /* Lost before COMMIT was sent: nothing committed; run it again. */
   again:
-    if (out_of_time(p, start))
+    if (out_of_time(p, start) || oq__db_given_up(db))
       goto give_up;
     if (round > 1)
       oq__policy_sleep(p, oq_backoff_delay_ms(p, round, oq__db_rng(db)));
@@ -411,7 +411,7 @@ oq_err oq_ack_batch(oq_db *db, const oq_session *s, const char *const *ids,
   for (int round = 1; e == OQ_ERR_CONN || e == OQ_ERR_AMBIGUOUS; round++) {
     OQ_LOG(OQ_LOG_WARN, oq_session_id(s), NULL,
            "batch ack outcome unknown, reconciling: %s", oq_db_errmsg(db));
-    if (out_of_time(p, start))
+    if (out_of_time(p, start) || oq__db_given_up(db))
       return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
                          "batch ack outcome still unknown (%s); call "
                          "oq_ack_batch again once the database is reachable",

@@ -454,7 +454,7 @@ static oq_err run_many(many *b, round_fn round)
     }
     break; /* BEGIN/COMMIT/check failed for another reason: report it */
   again:
-    if (out_of_time(p, start))
+    if (out_of_time(p, start) || oq__db_given_up(db))
       break;
     oq__policy_sleep(p, oq_backoff_delay_ms(p, attempt, oq__db_rng(db)));
   }

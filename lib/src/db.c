@@ -18,8 +18,15 @@
 #include "internal.h"
 #include "test_hooks.h"
 
+/* how late an answer must be before a wait asks oq_db_set_give_up's
+ * function, and how often it asks then */
+#define GIVE_UP_AFTER_MS 1000
+#define GIVE_UP_POLL_MS 100
+
 struct oq_db {
   PGconn *conn;
+  bool (*give_up)(void *ud); /* oq_db_set_give_up; NULL: never */
+  void *give_up_ud;
   oq_engine engine;
   oq_db_opts opts; /* copies of the strings below */
   char *conninfo;  /* as given; may hold a password; never printed */
@@ -367,11 +374,17 @@ static oq_err connect_now(oq_db *db)
   char timeout[16], user_timeout[16];
   int connect_s =
       db->opts.connect_timeout_s > 0 ? db->opts.connect_timeout_s : 5;
-  /* with a deadline, connecting may not take longer either (libpq's
-   * minimum is 2 s) */
-  if (db->opts.connect_timeout_s <= 0 && db->opts.deadline_ms > 0)
-    connect_s =
-        db->opts.deadline_ms / 1000 > 2 ? db->opts.deadline_ms / 1000 : 2;
+  /* with a deadline: half of it, from libpq's minimum of 2 s up to the
+   * default 5 s. libpq spends connect_timeout on each host of a multi-host
+   * list in turn, so after a failover every connect pays it once on the
+   * dead old primary when its address goes silent; the heartbeat must get
+   * past that and reach the new primary well within the session expiry,
+   * and a long statement deadline (an executor's) is no reason to wait
+   * longer for a host that does not answer. */
+  if (db->opts.connect_timeout_s <= 0 && db->opts.deadline_ms > 0) {
+    connect_s = db->opts.deadline_ms / 2000;
+    connect_s = connect_s < 2 ? 2 : connect_s > 5 ? 5 : connect_s;
+  }
   snprintf(timeout, sizeof timeout, "%d", connect_s);
   snprintf(user_timeout, sizeof user_timeout, "%d", db->opts.deadline_ms);
   if (!has_app) {
@@ -529,7 +542,7 @@ oq_err oq__db_reconnect_patiently(oq_db *db)
   for (int attempt = 1;; attempt++) {
     oq_err e = oq_db_reconnect(db);
     if (e == OQ_OK || e == OQ_ERR_AUTH || e == OQ_ERR_CONFIG ||
-        e == OQ_ERR_NOMEM)
+        e == OQ_ERR_NOMEM || oq__db_given_up(db))
       return e;
     uint64_t now =
         db->retry.now_ms ? db->retry.now_ms(db->retry.ctx) : oq_monotonic_ms();
@@ -845,8 +858,22 @@ out:
 
 /* Wait (within until_ms, 0: no limit) until a result can be read without
  * blocking. false: the deadline passed or the connection failed. */
+void oq_db_set_give_up(oq_db *db, bool (*fn)(void *ud), void *ud)
+{
+  if (!db)
+    return;
+  db->give_up = fn;
+  db->give_up_ud = ud;
+}
+
+bool oq__db_given_up(oq_db *db)
+{
+  return db && db->give_up && db->give_up(db->give_up_ud);
+}
+
 static bool wait_readable(oq_db *db, uint64_t until_ms, bool *timed_out)
 {
+  uint64_t waited_from = oq_monotonic_ms();
   while (PQisBusy(db->conn)) {
     int flush = PQflush(db->conn);
     if (flush < 0)
@@ -861,6 +888,19 @@ static bool wait_readable(oq_db *db, uint64_t until_ms, bool *timed_out)
         return false;
       }
       wait_ms = (int)(until_ms - now);
+    }
+    if (db->give_up) {
+      /* the caller's answer may stop mattering before the deadline (a
+       * lost session): once this answer is GIVE_UP_AFTER_MS late (a
+       * server that answers gets to say its piece, e.g. reject an ack),
+       * ask every GIVE_UP_POLL_MS, and end the wait as the deadline does */
+      if (oq_monotonic_ms() - waited_from >= GIVE_UP_AFTER_MS &&
+          db->give_up(db->give_up_ud)) {
+        *timed_out = true;
+        return false;
+      }
+      if (wait_ms < 0 || wait_ms > GIVE_UP_POLL_MS)
+        wait_ms = GIVE_UP_POLL_MS;
     }
     if (pfd.fd < 0)
       return false;

@@ -57,6 +57,9 @@ typedef void (*oq__notify_fn)(void *ud, const char *channel,
  * reads what the socket holds and returns. */
 oq_err oq__db_notifies(oq_db *db, int timeout_ms, oq__notify_fn fn, void *ud,
                        int *notified);
+/* oq_db_set_give_up's function says to stop now: retry loops end at once
+ * (as when their time is up) instead of retrying a call nobody waits for. */
+bool oq__db_given_up(oq_db *db);
 /* The db's retry policy and per-connection PRNG state. */
 const oq_retry_policy *oq__db_policy(const oq_db *db);
 uint64_t *oq__db_rng(oq_db *db);

@@ -261,6 +261,18 @@ static oq_db *connect_for(wk *w, const oq_db_opts *o, wk_job *j, uint64_t *rng)
   }
 }
 
+/* oq_db_set_give_up's function: the session the running jobs were claimed
+ * under is lost, so their acks would be rejected anyway, and a dead server
+ * that does not answer (its host silent after a failover) need not hold
+ * the thread until the statement deadline (30 s or --timeout) while the
+ * new session waits for executors. g outlives the jobs' run: the claim
+ * loop retires a lost session only once no job is in flight. */
+static bool session_lost(void *ud)
+{
+  const wk_gen *g = ud;
+  return oq_session_state_get(g->session) == OQ_SESSION_LOST;
+}
+
 void *wk_executor_main(void *arg)
 {
   wk_executor *et = arg;
@@ -304,10 +316,12 @@ void *wk_executor_main(void *arg)
         wk_job_free(w, jobs[i]);
       }
     } else {
+      oq_db_set_give_up(db, session_lost, jobs[0]->g);
       if (batched)
         run_sql_batch(w, db, jobs, n);
       else
         run_job(w, db, &hs, jobs[0], &rng);
+      oq_db_set_give_up(db, NULL, NULL);
       count_restarts(w, db, &restarts_seen);
       if (!oq_db_connected(db)) {
         oq_db_close(db);

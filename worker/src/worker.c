@@ -624,6 +624,14 @@ static loop_state on_rejoining(wk *w, loop *l)
     return REJOINING;
   }
   if (w->current) {
+    /* the session was lost, most often because its heartbeat got no
+     * answer: this connection may be to a server that no longer answers
+     * (a failed-over primary whose host went silent) though it looks up.
+     * Connect again first, so that the delete reaches the server that
+     * answers now (the next host of a multi-host URL) instead of waiting
+     * out the deadline on the old one. */
+    oq_err re = oq_db_reconnect(l->db);
+    (void)re; /* retire reconnects once more, and reports */
     wk_gen *old = w->current;
     w->current = NULL;
     retire(w, l->db, old, true);
@@ -718,6 +726,18 @@ static void cond_init(pthread_cond_t *cv)
   pthread_condattr_destroy(&a);
 }
 
+/* oq_db_set_give_up's function for the claim loop's connection: the
+ * current session is lost, so a sweep or claim that waits on a server that
+ * does not answer (a silent failed-over primary) is moot; the loop goes on
+ * to register a new session instead of waiting out the deadline. Read on
+ * the claim loop's thread only, like w->current. */
+static bool current_lost(void *ud)
+{
+  const wk *w = ud;
+  return w->current &&
+         oq_session_state_get(w->current->session) == OQ_SESSION_LOST;
+}
+
 int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
 {
   wk w;
@@ -734,6 +754,15 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
    * itself is decided by the clock, not by the deadline */
   if (w.dbo.deadline_ms < 2000)
     w.dbo.deadline_ms = 2000;
+  /* every thread connects within the fence's bound (half the deadline, 2
+   * to 5 s, as the library derives it), the executors too, whose longer
+   * statement deadline would otherwise give a connect 5 s: libpq spends it
+   * on each host of a multi-host list, so after a failover every reconnect
+   * pays it once on the silent old primary before reaching the new one */
+  w.dbo.connect_timeout_s = w.dbo.deadline_ms / 2000 < 2 ? 2
+                            : w.dbo.deadline_ms / 2000 > 5
+                                ? 5
+                                : w.dbo.deadline_ms / 2000;
   w.item_retry = oq_retry_policy_item();
   w.item_retry.base_ms = (int)cfg->retry_base_ms;
   pthread_mutex_init(&w.mu, NULL);
@@ -755,6 +784,7 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
     rc = cm_exit_for(e); /* the one exit-code rule (docs/worker.md) */
     goto out;
   }
+  oq_db_set_give_up(db, current_lost, &w);
   e = join(&w, db);
   if (e != OQ_OK) {
     cm_say("onceq-worker", NULL, NULL, "%s", oq_db_errmsg(db));

@@ -45,7 +45,9 @@ typedef struct oq_db_opts {
    * libpq's own defaults (PGHOST, PGUSER, ...). */
   const char *conninfo;
   const char *application_name; /* NULL: "onceq" */
-  int connect_timeout_s;        /* 0: 5 (or the deadline, at least 2 s) */
+  int connect_timeout_s;        /* 0: 5; with a deadline, half of it,
+                                   2 to 5 s. Per host of a multi-host
+                                   list (libpq tries them in turn) */
   const oq_retry_policy *retry; /* restarts/reconnects; NULL: tx default */
   int deadline_ms;              /* 0: none. Longest wait for one statement's
                                    answer: past it the connection is closed
@@ -70,6 +72,15 @@ void oq_db_close(oq_db *db);
 /* Drop the connection and connect again with the same options.
  * Blocks: like oq_db_open, one attempt; cancel by: none needed. */
 OQ_MUST_CHECK oq_err oq_db_reconnect(oq_db *db);
+/* Give up waiting for the server before the deadline: once a statement's
+ * answer is 1 s late, fn(ud) is asked every 100 ms, and true ends the wait
+ * as the deadline does (the connection is closed: OQ_ERR_CONN, or
+ * OQ_ERR_AMBIGUOUS when a COMMIT was sent). For a caller whose answer has
+ * stopped mattering, e.g. an executor whose session was lost: an ack would
+ * be rejected anyway, and a silent dead server would hold the thread until
+ * the deadline. fn NULL: never. fn runs on the calling thread; set it
+ * between calls. Blocks: never. */
+void oq_db_set_give_up(oq_db *db, bool (*fn)(void *ud), void *ud);
 /* Non-zero when the connection is up.
  * Blocks: never (this and the accessors below read the handle). */
 int oq_db_connected(const oq_db *db);

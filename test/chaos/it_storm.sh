@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# it_storm.sh terminate|exhaust: three onceq-worker processes with default
+# timings drain a few thousand --sql items through a connection storm
+# (issue 21 §4; test/harness/oq_storm.sh does the work):
+#   terminate: pg_terminate_backend on every client backend of the test
+#              database twice a second for 12 s (the shared test server:
+#              only this test's database is touched);
+#   exhaust:   a private server (max_connections = 40) whose every free
+#              slot an idle hog holds for 10 s, the workers' backends
+#              terminated once meanwhile.
+# Verdict: all workers alive, 0 duplicates, 0 lost, no dead letters, work
+# resumes within one poll interval of a connection being available. Runs
+# once: it skips (77) unless read committed (pass 2).
+# The pooler variant: call oq_storm_terminate / oq_storm_exhaust with the
+# pooler's conninfo as WORKER_DB.
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_storm.sh"
+MODE=${1:-}
+case "$MODE" in terminate | exhaust) ;; *)
+  echo "usage: it_storm.sh terminate|exhaust" >&2
+  exit 2
+  ;;
+esac
+if [ "${ONCEQ_TEST_ISOLATION:-read committed}" != "read committed" ]; then
+  echo "SKIP: runs once, in the read committed pass" >&2
+  exit 77
+fi
+oq_setup "storm_$MODE"
+if [ "$MODE" = terminate ]; then
+  oq_storm_terminate "$OQ_DSN" "$OQ_DSN" 4000 12
+else
+  source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_pgprivate.sh"
+  oq_pgx_init
+  oq_pgx_server x "max_connections = 40"
+  oq_pgx_sql x postgres "CREATE ROLE oq_app LOGIN" >/dev/null
+  oq_pgx_sql x postgres "CREATE DATABASE oq OWNER oq_app" >/dev/null
+  oq_pgx_sql x postgres "ALTER DATABASE oq SET default_transaction_isolation = '$OQ_ISOLATION'" >/dev/null
+  app="$(oq_pgx_dsn x oq | sed 's/user=postgres/user=oq_app/')"
+  out=$("$ONCEQ_CLI" --db "$app" migrate 2>&1) || oq_fail "onceq migrate: $out"
+  oq_storm_exhaust "$app" "$(oq_pgx_dsn x oq)" "$app" 5000 10
+fi
+oq_log "PASS"
