@@ -6,10 +6,9 @@
  *  - line: one line of stdin, numbered from 1; a blank line is skipped
  *    (it is counted, but it is not an item).
  *  - batch: up to --batch items (default 1000) sent as one JSON array in one
- *    statement, `INSERT ... SELECT ... FROM jsonb_array_elements($1) WITH
- *    ORDINALITY`, in its own transaction. Its line range runs from the line
- *    after the previous batch to its last line, so the ranges of all batches
- *    cover the input without gaps.
+ *    statement (oq_enqueue_many), in its own transaction. Its line range runs
+ * from the line after the previous batch to its last line, so the ranges of all
+ * batches cover the input without gaps.
  *  - bad line: not JSON (checked here, before anything is sent, by
  *    json_check, jsonline.h: jansson, strict RFC 8259, and what
  *    PostgreSQL's jsonb refuses: \u0000 and unpaired surrogates), or, with
@@ -55,22 +54,6 @@
 #define MAX_BATCH_AGE_MS 1000 /* a slow, steady producer: send each second */
 #define TTY_REDRAW_MS 100
 #define PLAIN_EVERY_MS 1000
-
-/* One statement per batch. gen_random_uuid() in a MATERIALIZED CTE gives
- * each line its id before the insert, so the RETURNING rows map back to
- * lines (ord) even when ON CONFLICT skips some. */
-static const char batch_sql[] =
-    "WITH src AS MATERIALIZED ("
-    " SELECT gen_random_uuid() AS id, t.ord, t.x"
-    " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(x, ord)),"
-    " ins AS (INSERT INTO onceq_items (id, queue, payload, priority, run_at,"
-    " max_attempts, unique_key)"
-    " SELECT id, $2::text, x, $3::int,"
-    " coalesce($4::timestamptz, now() + $5::int8 * interval '1 millisecond'),"
-    " $6::int, x ->> $7::text FROM src ORDER BY ord"
-    " ON CONFLICT (unique_key) DO NOTHING RETURNING id)"
-    " SELECT src.ord, src.id::text FROM src JOIN ins ON ins.id = src.id"
-    " ORDER BY src.ord";
 
 /* ------------------------------------------------------------ options */
 
@@ -280,7 +263,7 @@ typedef struct span {
 typedef struct push_state {
   const push_opts *o;
   oq_db *db;
-  char prio[24], delay[24], maxatt[24];
+  oq_enqueue_opts eo; /* queue, priority, delay or run_at, max_attempts */
   /* per batch insert (reset on each run of the transaction) */
   long *ins_ord; /* RETURNING ords */
   char (*ins_id)[37];
@@ -468,10 +451,8 @@ static oq_err on_inserted(void *ud, int ncols, const char *const *v)
 /* The statement for one batch; its rows append to st->ins_*. */
 static oq_err send_batch(push_state *st, const batch *b)
 {
-  const push_opts *o = st->o;
-  const char *params[7] = {b->text,   o->queue,   st->prio,    o->run_at,
-                           st->delay, st->maxatt, o->key_field};
-  return oq_db_query(st->db, batch_sql, 7, params, on_inserted, st);
+  return oq_enqueue_many(st->db, &st->eo, b->text, st->o->key_field,
+                         on_inserted, st);
 }
 
 /* Transaction body: every batch in ctx (one, or all with --atomic). May
@@ -578,10 +559,8 @@ typedef struct probe_ctx {
 static oq_err probe_tx(oq_db *db, void *ud)
 {
   probe_ctx *p = ud;
-  const push_opts *o = p->st->o;
-  const char *params[7] = {p->text,      o->queue,      p->st->prio, o->run_at,
-                           p->st->delay, p->st->maxatt, o->key_field};
-  oq_err e = oq_db_query(db, batch_sql, 7, params, NULL, NULL);
+  oq_err e =
+      oq_enqueue_many(db, &p->st->eo, p->text, p->st->o->key_field, NULL, NULL);
   return e == OQ_OK ? OQ_ERR_CALLBACK : e; /* never commit a probe */
 }
 
@@ -1169,14 +1148,10 @@ static oq_err single_tx(oq_db *db, void *ud)
 static int single(push_state *st)
 {
   const push_opts *o = st->o;
-  single_ctx c = {.eo = {.queue = o->queue,
-                         .payload = o->payload,
-                         .priority = (int)o->priority,
-                         .delay_ms = o->delay_ms,
-                         .run_at = o->run_at,
-                         .unique_key = o->unique_key,
-                         .max_attempts = (int)o->max_attempts,
-                         .keep_result = o->wait}};
+  single_ctx c = {.eo = st->eo};
+  c.eo.payload = o->payload;
+  c.eo.unique_key = o->unique_key;
+  c.eo.keep_result = o->wait;
   oq_err e = oq_db_transact(st->db, single_tx, &c);
   if (e != OQ_OK)
     return cli_fail_db(st->db, e, "push", "nothing inserted");
@@ -1426,9 +1401,11 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
 
   int rc = CLI_EXIT_OK;
   push_state st = {.o = &o, .tty = isatty(STDERR_FILENO) != 0};
-  snprintf(st.prio, sizeof st.prio, "%lld", o.priority);
-  snprintf(st.delay, sizeof st.delay, "%lld", (long long)o.delay_ms);
-  snprintf(st.maxatt, sizeof st.maxatt, "%lld", o.max_attempts);
+  st.eo = (oq_enqueue_opts){.queue = o.queue,
+                            .priority = (int)o.priority,
+                            .delay_ms = o.delay_ms,
+                            .run_at = o.run_at,
+                            .max_attempts = (int)o.max_attempts};
   cm_json_init(&st.j, stdout);
   st.db = cli_connect(g, "push", &rc);
   if (!st.db)

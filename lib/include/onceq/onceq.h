@@ -49,6 +49,8 @@
 #include "onceq/partition.h"
 #include "onceq/ack.h"
 #include "onceq/enqueue.h"
+#include "onceq/cancel.h"
+#include "onceq/retry.h"
 #include "onceq/duration.h"
 #include "onceq/text.h"
 #include "onceq/wait.h"
