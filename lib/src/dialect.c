@@ -181,6 +181,10 @@ static const char claim_parts_crdb[] =
 #define KEEP_COUNTS                                                            \
   ", (SELECT count(*) FROM h) AS hn, (SELECT count(*) FROM r) AS rn"
 
+/* OQ_RETENTION_BATCH as SQL text */
+#define RETAIN_BATCH "1000"
+_Static_assert(OQ_RETENTION_BATCH == 1000, "RETAIN_BATCH must match");
+
 /* The end of a move from onceq_dead back to onceq_items (d: the dead rows
  * deleted), and "no live item holds dd's unique key". */
 #define RETRY_MOVE_TAIL                                                        \
@@ -292,6 +296,24 @@ static const char *const shared[OQ__SQL__COUNT] = {
             "SELECT id, queue, 'cancelled', last_error, false"
             " FROM d") " SELECT d.id FROM d,"
                        " (SELECT count(*) FROM r) AS rn",
+    /* ---- retention (retention.c): $1 the age in ms; each subquery walks
+     * the done_at / died_at / finished_at index from the oldest row,
+     * OQ_RETENTION_BATCH rows at a time ---- */
+    [OQ__SQL_RETAIN_DONE] =
+        "DELETE FROM onceq_done WHERE item_id IN (SELECT item_id FROM"
+        " onceq_done WHERE done_at < now() - $1::int8 * interval"
+        " '1 millisecond' ORDER BY done_at LIMIT " RETAIN_BATCH ")",
+    /* $2: true when every old row may go; false keeps the unnotified ones */
+    [OQ__SQL_RETAIN_DEAD] =
+        "DELETE FROM onceq_dead WHERE id IN (SELECT id FROM onceq_dead"
+        " WHERE died_at < now() - $1::int8 * interval '1 millisecond'"
+        " AND ($2::bool OR notified_at IS NOT NULL)"
+        " ORDER BY died_at LIMIT " RETAIN_BATCH ")",
+    /* kept outcomes (`onceq wait`, schema v3) */
+    [OQ__SQL_RETAIN_RESULTS] =
+        "DELETE FROM onceq_results WHERE item_id IN (SELECT item_id FROM"
+        " onceq_results WHERE finished_at < now() - $1::int8 * interval"
+        " '1 millisecond' ORDER BY finished_at LIMIT " RETAIN_BATCH ")",
     /* ---- retry of dead items (retry.c) ----
      * One statement moves them: a DELETE ... RETURNING from onceq_dead
      * feeds the INSERT, so an item is never in both tables, nor in

@@ -170,10 +170,13 @@ typedef enum oq__stmt {
   OQ__SQL_ENQUEUE,
   OQ__SQL_ENQUEUE_MANY,
   OQ__SQL_ENQUEUE_FIND_KEY,
-  /* cancel.c, retry.c */
+  /* cancel.c, retention.c, retry.c */
   OQ__SQL_CANCEL_LOCK,
   OQ__SQL_CANCEL_CLASSIFY,
   OQ__SQL_CANCEL,
+  OQ__SQL_RETAIN_DONE,
+  OQ__SQL_RETAIN_DEAD,
+  OQ__SQL_RETAIN_RESULTS,
   OQ__SQL_RETRY_IDS,
   OQ__SQL_RETRY_ALL,
   OQ__SQL_RETRY_KEPT,

@@ -25,9 +25,9 @@ if grep -nE '\b(oq|OQ)__[A-Za-z]' lib/include/onceq/*.h lib/include/onceq/*.h.in
   status=1
 fi
 # Writes to the onceq_ tables belong to libonceq (issue 24): the programs
-# call oq_enqueue, oq_enqueue_many, oq_cancel, oq_retry_dead and the ack
-# family instead of sending their own INSERT, UPDATE or DELETE, so a column
-# changes in one folder. Outside lib/ (and test/, whose fixtures write rows
+# call oq_enqueue, oq_enqueue_many, oq_cancel, oq_retry_dead,
+# oq_retention_delete and the ack family instead of sending their own
+# INSERT, UPDATE or DELETE, so a column changes in one folder. Outside lib/ (and test/, whose fixtures write rows
 # on purpose), only the tables the coordinator daemon and the CLI's
 # schedule command still own may be written, each by its own files:
 # "path-prefix table" pairs. A new pair needs a reason, not a wish.
@@ -37,9 +37,6 @@ check_table_writes() {
     "coordinator/src/schedule. onceq_schedules"  # firing: next_run_at CAS
     "coordinator/src/lease. onceq_leases"        # the leader lease
     "coordinator/src/notify. onceq_dead"         # dead-letter webhook marks
-    "coordinator/src/janitor.c onceq_done"       # retention
-    "coordinator/src/janitor.c onceq_dead"       # retention
-    "coordinator/src/janitor.c onceq_results"    # retention
   )
   local bad=0 f line table pair ok
   while IFS= read -r line; do
@@ -58,7 +55,7 @@ check_table_writes() {
     xargs grep -niE '(INSERT[[:space:]]+INTO|UPSERT[[:space:]]+INTO|UPDATE|DELETE[[:space:]]+FROM)[[:space:]]+onceq_[a-z_]+' || true)
   if [ "$bad" -ne 0 ]; then
     echo "write to an onceq_ table outside lib/ above: call the library"
-    echo "(onceq/enqueue.h, cancel.h, retry.h) or add the statement there"
+    echo "(onceq/enqueue.h, cancel.h, retry.h, retention.h) or add the statement there"
     status=1
   fi
 }

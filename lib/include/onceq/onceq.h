@@ -51,6 +51,7 @@
 #include "onceq/enqueue.h"
 #include "onceq/cancel.h"
 #include "onceq/retry.h"
+#include "onceq/retention.h"
 #include "onceq/duration.h"
 #include "onceq/text.h"
 #include "onceq/wait.h"
