@@ -90,6 +90,45 @@ static void say_interrupted(push_state *st, long from)
         st->inserted == 1 ? "" : "s", unread, from);
 }
 
+/*
+ * Without --atomic, after the last line read: send the open batch cur
+ * unless pushing stopped (an error, a signal: stopped), record the lines
+ * read but not sent, and give the exit code (1 when any span was not
+ * inserted).
+ */
+static int end_streamed(push_state *st, batch *cur, bool stopped,
+                        bool read_error)
+{
+  int rc = CLI_EXIT_OK;
+  if (!stopped) {
+    if (cur->nitems > 0)
+      push_flush_batch(st, cur);
+    else
+      push_span_extend(st, st->lines);
+  } else {
+    long from = 1;
+    if (st->nspans > 0)
+      from = st->spans[st->nspans - 1].last + 1;
+    char why[64];
+    snprintf(why, sizeof why, "%s",
+             read_error    ? "input error"
+             : interrupted ? "interrupted"
+                           : "stopped");
+    if (from <= st->lines)
+      push_span_add(st, from, st->lines, SPAN_NOT_INSERTED, why);
+    if (interrupted && !read_error)
+      say_interrupted(st, from);
+    rc = CLI_EXIT_RUNTIME;
+  }
+  bool rejected = false;
+  for (size_t k = 0; k < st->nspans; k++)
+    if (st->spans[k].kind != SPAN_INSERTED)
+      rejected = true;
+  if (rejected)
+    rc = CLI_EXIT_RUNTIME;
+  return rc;
+}
+
 /* Read stdin. Non-atomic: send each batch as it fills (or when input
  * pauses). Atomic: keep every batch, then send them all in one
  * transaction. Returns the exit code. */
@@ -194,33 +233,8 @@ static int bulk(push_state *st)
   }
 
   if (!o->atomic) {
-    if (!stop && !read_error && rc == CLI_EXIT_OK) {
-      if (cur->nitems > 0)
-        push_flush_batch(st, cur);
-      else
-        push_span_extend(st, st->lines);
-    }
-    if (stop || read_error || rc != CLI_EXIT_OK) {
-      long from = 1;
-      if (st->nspans > 0)
-        from = st->spans[st->nspans - 1].last + 1;
-      char why[64];
-      snprintf(why, sizeof why, "%s",
-               read_error    ? "input error"
-               : interrupted ? "interrupted"
-                             : "stopped");
-      if (from <= st->lines)
-        push_span_add(st, from, st->lines, SPAN_NOT_INSERTED, why);
-      if (interrupted && !read_error)
-        say_interrupted(st, from);
-      rc = CLI_EXIT_RUNTIME;
-    }
-    bool rejected = false;
-    for (size_t k = 0; k < st->nspans; k++)
-      if (st->spans[k].kind != SPAN_INSERTED)
-        rejected = true;
-    if (rejected)
-      rc = CLI_EXIT_RUNTIME;
+    rc = end_streamed(st, cur, stop || read_error || rc != CLI_EXIT_OK,
+                      read_error);
     goto out;
   }
 
@@ -265,49 +279,7 @@ static int bulk(push_state *st)
   }
   if (nall == 0)
     goto out;
-  for (size_t k = 0; k < nall; k++)
-    push_batch_close(&all[k]);
-  st->done_lines = 0;
-  st->done_bytes = 0;
-  tx_ctx c = {.st = st, .b = all, .nb = nall};
-  oq_err e = oq_db_transact(st->db, push_insert_tx, &c);
-  if (e == OQ_OK) {
-    push_span_add(st, 1, st->lines, SPAN_INSERTED, NULL);
-    long items = 0;
-    for (size_t k = 0; k < nall; k++)
-      items += (long)all[k].n;
-    st->inserted = (long)st->nins;
-    st->existed = items - (long)st->nins;
-    push_print_ids(st, all, nall);
-  } else if (e == OQ_ERR_AMBIGUOUS) {
-    char why[OQ_ERRBUF_SIZE + 64];
-    snprintf(why, sizeof why, "unknown whether inserted: %s",
-             oq_db_errmsg(st->db));
-    push_span_add(st, 1, st->lines, SPAN_UNKNOWN, why);
-    rc = CLI_EXIT_RUNTIME;
-  } else if (push_data_error(e, oq_db_sqlstate(st->db))) {
-    char msg[OQ_ERRBUF_SIZE], why[OQ_ERRBUF_SIZE];
-    snprintf(msg, sizeof msg, "%s", oq_db_errmsg(st->db));
-    long bad = 0;
-    for (size_t k = 0; k < nall && !bad; k++)
-      bad = push_bisect(st, &all[k], why, sizeof why);
-    char span_why[OQ_ERRBUF_SIZE + 80];
-    if (bad > 0) {
-      push_say(st, "line %ld: rejected by the server: %s", bad, why);
-      snprintf(span_why, sizeof span_why,
-               "line %ld: rejected by the server; --atomic inserts nothing",
-               bad);
-    } else {
-      snprintf(span_why, sizeof span_why, "rejected by the server: %s", msg);
-    }
-    push_span_add(st, 1, st->lines, SPAN_REJECTED, span_why);
-    rc = CLI_EXIT_USAGE;
-  } else {
-    char why[OQ_ERRBUF_SIZE + 32];
-    snprintf(why, sizeof why, "%s; --atomic", oq_db_errmsg(st->db));
-    push_span_add(st, 1, st->lines, SPAN_NOT_INSERTED, why);
-    rc = cli_exit_for(e) == CLI_EXIT_USAGE ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
-  }
+  rc = push_send_all(st, all, nall);
 out:
   if (st->tty)
     push_progress_clear(st);

@@ -112,13 +112,6 @@ typedef struct push_state {
   cm_json j;
 } push_state;
 
-typedef struct tx_ctx {
-  push_state *st;
-  batch *b; /* the batches to send in this transaction */
-  size_t nb;
-  double t_last;
-} tx_ctx;
-
 /* ---- push_read.c: reading lines */
 
 /*
@@ -137,19 +130,17 @@ void push_batch_reset(batch *b, long first_line);
 /* Free b's buffers; b is then empty. */
 void push_batch_free(batch *b);
 
-/* Close the array: "]" and a NUL (the text is a statement parameter). */
-void push_batch_close(batch *b);
-
-/* Transaction body: every batch in ctx (one, or all with --atomic). May
- * run again on a restart, so it starts from nothing each time. */
-oq_err push_insert_tx(oq_db *db, void *ud);
-
 /* Check one input line and add it to b. Returns false only on OOM. */
 bool push_take_line(push_state *st, batch *b, char *s, size_t n, long line);
 
 /* Non-atomic: send one finished batch in its own transaction. Returns
  * false when pushing must stop (a runtime error). */
 bool push_flush_batch(push_state *st, batch *b);
+
+/* --atomic: send the nall batches of all in one transaction (bisecting
+ * for the line the server refuses) and record the outcome as one span over
+ * every line. Returns the exit code. */
+int push_send_all(push_state *st, batch *all, size_t nall);
 
 /* ---- push_bisect.c: bisection of a refused batch */
 

@@ -13,6 +13,13 @@
 #include "jsonline.h"
 #include "push.h"
 
+typedef struct tx_ctx {
+  push_state *st;
+  batch *b; /* the batches to send in this transaction */
+  size_t nb;
+  double t_last;
+} tx_ctx;
+
 void push_batch_reset(batch *b, long first_line)
 {
   b->len = 0;
@@ -80,7 +87,8 @@ static bool batch_add(batch *b, const char *s, size_t n, long line)
   return true;
 }
 
-void push_batch_close(batch *b)
+/* Close the array: "]" and a NUL (the text is a statement parameter). */
+static void batch_close(batch *b)
 {
   if (b->n == 0)
     return;
@@ -118,7 +126,9 @@ static oq_err send_batch(push_state *st, const batch *b)
                          on_inserted, st);
 }
 
-oq_err push_insert_tx(oq_db *db, void *ud)
+/* Transaction body: every batch in ctx (one, or all with --atomic). May
+ * run again on a restart, so it starts from nothing each time. */
+static oq_err insert_tx(oq_db *db, void *ud)
 {
   tx_ctx *c = ud;
   (void)db;
@@ -236,9 +246,9 @@ bool push_flush_batch(push_state *st, batch *b)
   }
   if (b->n == 0)
     goto done; /* only blank lines */
-  push_batch_close(b);
+  batch_close(b);
   tx_ctx c = {.st = st, .b = b, .nb = 1};
-  oq_err e = oq_db_transact(st->db, push_insert_tx, &c);
+  oq_err e = oq_db_transact(st->db, insert_tx, &c);
   if (e == OQ_OK) {
     push_span_add(st, b->first_line, b->last_line, SPAN_INSERTED, NULL);
     st->inserted += (long)st->nins;
@@ -281,4 +291,53 @@ done:
   st->done_bytes += b->bytes;
   push_progress(st, "pushed", false);
   return go_on;
+}
+
+int push_send_all(push_state *st, batch *all, size_t nall)
+{
+  int rc = CLI_EXIT_OK;
+  for (size_t k = 0; k < nall; k++)
+    batch_close(&all[k]);
+  st->done_lines = 0;
+  st->done_bytes = 0;
+  tx_ctx c = {.st = st, .b = all, .nb = nall};
+  oq_err e = oq_db_transact(st->db, insert_tx, &c);
+  if (e == OQ_OK) {
+    push_span_add(st, 1, st->lines, SPAN_INSERTED, NULL);
+    long items = 0;
+    for (size_t k = 0; k < nall; k++)
+      items += (long)all[k].n;
+    st->inserted = (long)st->nins;
+    st->existed = items - (long)st->nins;
+    push_print_ids(st, all, nall);
+  } else if (e == OQ_ERR_AMBIGUOUS) {
+    char why[OQ_ERRBUF_SIZE + 64];
+    snprintf(why, sizeof why, "unknown whether inserted: %s",
+             oq_db_errmsg(st->db));
+    push_span_add(st, 1, st->lines, SPAN_UNKNOWN, why);
+    rc = CLI_EXIT_RUNTIME;
+  } else if (push_data_error(e, oq_db_sqlstate(st->db))) {
+    char msg[OQ_ERRBUF_SIZE], why[OQ_ERRBUF_SIZE];
+    snprintf(msg, sizeof msg, "%s", oq_db_errmsg(st->db));
+    long bad = 0;
+    for (size_t k = 0; k < nall && !bad; k++)
+      bad = push_bisect(st, &all[k], why, sizeof why);
+    char span_why[OQ_ERRBUF_SIZE + 80];
+    if (bad > 0) {
+      push_say(st, "line %ld: rejected by the server: %s", bad, why);
+      snprintf(span_why, sizeof span_why,
+               "line %ld: rejected by the server; --atomic inserts nothing",
+               bad);
+    } else {
+      snprintf(span_why, sizeof span_why, "rejected by the server: %s", msg);
+    }
+    push_span_add(st, 1, st->lines, SPAN_REJECTED, span_why);
+    rc = CLI_EXIT_USAGE;
+  } else {
+    char why[OQ_ERRBUF_SIZE + 32];
+    snprintf(why, sizeof why, "%s; --atomic", oq_db_errmsg(st->db));
+    push_span_add(st, 1, st->lines, SPAN_NOT_INSERTED, why);
+    rc = cli_exit_for(e) == CLI_EXIT_USAGE ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+  }
+  return rc;
 }
