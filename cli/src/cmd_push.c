@@ -96,7 +96,7 @@ static void say_interrupted(push_state *st, long from)
  * read but not sent, and give the exit code (1 when any span was not
  * inserted).
  */
-static int end_streamed(push_state *st, batch *cur, bool stopped,
+static int end_streamed(push_state *st, push_batch *cur, bool stopped,
                         bool read_error)
 {
   int rc = CLI_EXIT_OK;
@@ -135,9 +135,9 @@ static int end_streamed(push_state *st, batch *cur, bool stopped,
 static int bulk(push_state *st)
 {
   const push_opts *o = st->o;
-  reader rd = {.fd = STDIN_FILENO};
-  batch one = {0};
-  batch *all = NULL; /* --atomic */
+  push_reader rd = {.fd = STDIN_FILENO};
+  push_batch one = {0};
+  push_batch *all = NULL; /* --atomic */
   size_t nall = 0, capall = 0;
   long nbad = 0;
   int rc = CLI_EXIT_OK;
@@ -155,7 +155,7 @@ static int bulk(push_state *st)
     push_say(st, "reading JSON lines from the terminal; end with Ctrl-D");
   st->t0 = st->last_draw = push_now_s();
 
-  batch *cur = &one;
+  push_batch *cur = &one;
   push_batch_reset(cur, 1);
   while (!stop) {
     int timeout = cur->nitems > 0 ? IDLE_FLUSH_MS : PLAIN_EVERY_MS;
@@ -215,7 +215,7 @@ static int bulk(push_state *st)
     }
     if (nall == capall) {
       size_t nc = capall ? capall * 2 : 16;
-      batch *na = realloc(all, nc * sizeof *na);
+      push_batch *na = realloc(all, nc * sizeof *na);
       if (!na) {
         push_say(st, "out of memory at line %ld", st->lines);
         read_error = true;
@@ -241,7 +241,7 @@ static int bulk(push_state *st)
   /* --atomic */
   if (cur->nitems > 0) {
     if (nall == capall) {
-      batch *na = realloc(all, (capall + 1) * sizeof *na);
+      push_batch *na = realloc(all, (capall + 1) * sizeof *na);
       if (!na) {
         read_error = true;
       } else {

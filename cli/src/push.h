@@ -52,14 +52,14 @@ typedef struct push_opts {
 
 /* A line reader on a file descriptor that can wait with a timeout, so a
  * slow producer's lines are sent without waiting for a full batch. */
-typedef struct reader {
+typedef struct push_reader {
   int fd;
   char *buf;
   size_t start, end, cap, scanned; /* scanned: no '\n' in [start,scanned) */
   bool eof;
-} reader;
+} push_reader;
 
-typedef struct batch {
+typedef struct push_batch {
   char *text; /* "[l1,l2,...]" once closed */
   size_t len, cap;
   size_t *off, *ilen; /* each item's place in text */
@@ -72,20 +72,20 @@ typedef struct batch {
   long bad_line;              /* first bad line, 0 if none */
   char bad_reason[96];        /* its short reason */
   long nbad;
-} batch;
+} push_batch;
 
-typedef enum span_kind {
+typedef enum push_span_kind {
   SPAN_INSERTED,
   SPAN_REJECTED,
   SPAN_UNKNOWN,     /* the commit's outcome is unknown */
   SPAN_NOT_INSERTED /* stopped (error, interrupt) before it went in */
-} span_kind;
+} push_span_kind;
 
-typedef struct span {
+typedef struct push_span {
   long first, last;
-  span_kind kind;
+  push_span_kind kind;
   char why[160]; /* rejected / unknown / not inserted: the reason */
-} span;
+} push_span;
 
 typedef struct push_state {
   const push_opts *o;
@@ -97,7 +97,7 @@ typedef struct push_state {
   size_t nins, cap_ins;
   /* totals */
   long lines, items, inserted, existed, rejected_items;
-  span *spans;
+  push_span *spans;
   size_t nspans, cap_spans;
   bool oom;
   /* progress */
@@ -120,27 +120,28 @@ typedef struct push_state {
  * timeout_ms (< 0: wait as long as it takes); -3: interrupted by a signal;
  * -1: read error (errno); -4: a line longer than MAX_LINE_BYTES.
  */
-int push_read_line(reader *r, int timeout_ms, char **line, size_t *len);
+int push_read_line(push_reader *r, int timeout_ms, char **line, size_t *len);
 
 /* ---- push_batch.c: checking and batching lines, sending a batch */
 
 /* Empty b for the lines from first_line on (its buffers are kept). */
-void push_batch_reset(batch *b, long first_line);
+void push_batch_reset(push_batch *b, long first_line);
 
 /* Free b's buffers; b is then empty. */
-void push_batch_free(batch *b);
+void push_batch_free(push_batch *b);
 
 /* Check one input line and add it to b. Returns false only on OOM. */
-bool push_take_line(push_state *st, batch *b, char *s, size_t n, long line);
+bool push_take_line(push_state *st, push_batch *b, char *s, size_t n,
+                    long line);
 
 /* Non-atomic: send one finished batch in its own transaction. Returns
  * false when pushing must stop (a runtime error). */
-bool push_flush_batch(push_state *st, batch *b);
+bool push_flush_batch(push_state *st, push_batch *b);
 
 /* --atomic: send the nall batches of all in one transaction (bisecting
  * for the line the server refuses) and record the outcome as one span over
  * every line. Returns the exit code. */
-int push_send_all(push_state *st, batch *all, size_t nall);
+int push_send_all(push_state *st, push_batch *all, size_t nall);
 
 /* ---- push_bisect.c: bisection of a refused batch */
 
@@ -155,7 +156,7 @@ bool push_data_error(oq_err e, const char *sqlstate);
  * line by bisection (about log2(batch) round trips). Returns the line, or
  * 0 when every half is accepted (the refusal was about something else).
  */
-long push_bisect(push_state *st, const batch *b, char *why, size_t whylen);
+long push_bisect(push_state *st, const push_batch *b, char *why, size_t whylen);
 
 /* ---- push_progress.c: progress, spans and the summary */
 
@@ -165,7 +166,7 @@ double push_now_s(void);
 /* Record lines first..last as kind (why: the reason, NULL for inserted);
  * an inserted span right after an inserted one extends it. Sets st->oom
  * when out of memory. */
-void push_span_add(push_state *st, long first, long last, span_kind kind,
+void push_span_add(push_state *st, long first, long last, push_span_kind kind,
                    const char *why);
 
 /* Trailing blank lines after the last batch belong to the last span. */
@@ -184,7 +185,7 @@ void push_say(push_state *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Print the ids of the new items in input order. */
-void push_print_ids(push_state *st, const batch *b, size_t nb);
+void push_print_ids(push_state *st, const push_batch *b, size_t nb);
 
 /* Print "inserted lines 1-1000, 2001-3000; rejected lines 1001-2000
  * (line 1500: invalid JSON)". */

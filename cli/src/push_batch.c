@@ -13,14 +13,14 @@
 #include "jsonline.h"
 #include "push.h"
 
-typedef struct tx_ctx {
+typedef struct push_tx {
   push_state *st;
-  batch *b; /* the batches to send in this transaction */
+  push_batch *b; /* the batches to send in this transaction */
   size_t nb;
   double t_last;
-} tx_ctx;
+} push_tx;
 
-void push_batch_reset(batch *b, long first_line)
+void push_batch_reset(push_batch *b, long first_line)
 {
   b->len = 0;
   b->n = 0;
@@ -33,7 +33,7 @@ void push_batch_reset(batch *b, long first_line)
   b->nbad = 0;
 }
 
-void push_batch_free(batch *b)
+void push_batch_free(push_batch *b)
 {
   free(b->text);
   free(b->off);
@@ -42,7 +42,7 @@ void push_batch_free(batch *b)
   memset(b, 0, sizeof *b);
 }
 
-static bool grow_text(batch *b, size_t more)
+static bool grow_text(push_batch *b, size_t more)
 {
   if (b->len + more <= b->cap)
     return true;
@@ -58,7 +58,7 @@ static bool grow_text(batch *b, size_t more)
 }
 
 /* Append one good item. */
-static bool batch_add(batch *b, const char *s, size_t n, long line)
+static bool batch_add(push_batch *b, const char *s, size_t n, long line)
 {
   if (b->n == b->icap) {
     size_t nc = b->icap ? b->icap * 2 : 1024;
@@ -88,7 +88,7 @@ static bool batch_add(batch *b, const char *s, size_t n, long line)
 }
 
 /* Close the array: "]" and a NUL (the text is a statement parameter). */
-static void batch_close(batch *b)
+static void batch_close(push_batch *b)
 {
   if (b->n == 0)
     return;
@@ -120,7 +120,7 @@ static oq_err on_inserted(void *ud, int ncols, const char *const *v)
 }
 
 /* The statement for one batch; its rows append to st->ins_*. */
-static oq_err send_batch(push_state *st, const batch *b)
+static oq_err send_batch(push_state *st, const push_batch *b)
 {
   return oq_enqueue_many(st->db, &st->eo, b->text, st->o->key_field,
                          on_inserted, st);
@@ -130,7 +130,7 @@ static oq_err send_batch(push_state *st, const batch *b)
  * run again on a restart, so it starts from nothing each time. */
 static oq_err insert_tx(oq_db *db, void *ud)
 {
-  tx_ctx *c = ud;
+  push_tx *c = ud;
   (void)db;
   c->st->nins = 0;
   if (c->nb > 1)
@@ -156,8 +156,8 @@ static oq_err insert_tx(oq_db *db, void *ud)
 }
 
 /* A bad line: say it now, remember it on its batch. */
-static void bad_line(push_state *st, batch *b, long line, const char *reason,
-                     const char *detail)
+static void bad_line(push_state *st, push_batch *b, long line,
+                     const char *reason, const char *detail)
 {
   if (b->nbad == 0) {
     b->bad_line = line;
@@ -167,7 +167,7 @@ static void bad_line(push_state *st, batch *b, long line, const char *reason,
   push_say(st, "line %ld: %s", line, detail);
 }
 
-bool push_take_line(push_state *st, batch *b, char *s, size_t n, long line)
+bool push_take_line(push_state *st, push_batch *b, char *s, size_t n, long line)
 {
   while (n > 0 && (s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
     n--;
@@ -225,7 +225,7 @@ bool push_take_line(push_state *st, batch *b, char *s, size_t n, long line)
   return batch_add(b, s + lead, n - lead, line);
 }
 
-static void rejected_why(const batch *b, char *why, size_t len)
+static void rejected_why(const push_batch *b, char *why, size_t len)
 {
   if (b->nbad <= 1)
     snprintf(why, len, "line %ld: %s", b->bad_line, b->bad_reason);
@@ -234,7 +234,7 @@ static void rejected_why(const batch *b, char *why, size_t len)
              b->bad_reason, b->nbad - 1, b->nbad == 2 ? "" : "s");
 }
 
-bool push_flush_batch(push_state *st, batch *b)
+bool push_flush_batch(push_state *st, push_batch *b)
 {
   char why[200];
   bool go_on = true;
@@ -247,7 +247,7 @@ bool push_flush_batch(push_state *st, batch *b)
   if (b->n == 0)
     goto done; /* only blank lines */
   batch_close(b);
-  tx_ctx c = {.st = st, .b = b, .nb = 1};
+  push_tx c = {.st = st, .b = b, .nb = 1};
   oq_err e = oq_db_transact(st->db, insert_tx, &c);
   if (e == OQ_OK) {
     push_span_add(st, b->first_line, b->last_line, SPAN_INSERTED, NULL);
@@ -293,14 +293,14 @@ done:
   return go_on;
 }
 
-int push_send_all(push_state *st, batch *all, size_t nall)
+int push_send_all(push_state *st, push_batch *all, size_t nall)
 {
   int rc = CLI_EXIT_OK;
   for (size_t k = 0; k < nall; k++)
     batch_close(&all[k]);
   st->done_lines = 0;
   st->done_bytes = 0;
-  tx_ctx c = {.st = st, .b = all, .nb = nall};
+  push_tx c = {.st = st, .b = all, .nb = nall};
   oq_err e = oq_db_transact(st->db, insert_tx, &c);
   if (e == OQ_OK) {
     push_span_add(st, 1, st->lines, SPAN_INSERTED, NULL);

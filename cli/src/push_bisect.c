@@ -67,8 +67,8 @@ static oq_err probe_tx(oq_db *db, void *ud)
  * the data (a lost connection) counts as accepted: the caller then reports
  * the batch as a whole.
  */
-static bool server_accepts(push_state *st, const batch *b, size_t lo, size_t hi,
-                           char *why, size_t whylen)
+static bool server_accepts(push_state *st, const push_batch *b, size_t lo,
+                           size_t hi, char *why, size_t whylen)
 {
   size_t need = 2;
   for (size_t k = lo; k < hi; k++)
@@ -97,7 +97,7 @@ static bool server_accepts(push_state *st, const batch *b, size_t lo, size_t hi,
   return false;
 }
 
-long push_bisect(push_state *st, const batch *b, char *why, size_t whylen)
+long push_bisect(push_state *st, const push_batch *b, char *why, size_t whylen)
 {
   size_t lo = 0, hi = b->n;
   if (server_accepts(st, b, lo, hi, why, whylen))

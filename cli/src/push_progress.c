@@ -20,13 +20,13 @@ double push_now_s(void)
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-void push_span_add(push_state *st, long first, long last, span_kind kind,
+void push_span_add(push_state *st, long first, long last, push_span_kind kind,
                    const char *why)
 {
   if (last < first)
     return;
   if (st->nspans > 0) {
-    span *p = &st->spans[st->nspans - 1];
+    push_span *p = &st->spans[st->nspans - 1];
     if (kind == SPAN_INSERTED && p->kind == SPAN_INSERTED &&
         p->last + 1 == first) {
       p->last = last;
@@ -35,7 +35,7 @@ void push_span_add(push_state *st, long first, long last, span_kind kind,
   }
   if (st->nspans == st->cap_spans) {
     size_t nc = st->cap_spans ? st->cap_spans * 2 : 16;
-    span *s = realloc(st->spans, nc * sizeof *s);
+    push_span *s = realloc(st->spans, nc * sizeof *s);
     if (!s) {
       st->oom = true;
       return;
@@ -43,7 +43,7 @@ void push_span_add(push_state *st, long first, long last, span_kind kind,
     st->spans = s;
     st->cap_spans = nc;
   }
-  span *s = &st->spans[st->nspans++];
+  push_span *s = &st->spans[st->nspans++];
   s->first = first;
   s->last = last;
   s->kind = kind;
@@ -130,7 +130,7 @@ void push_say(push_state *st, const char *fmt, ...)
 }
 
 /* The line of the global ordinal ord (1-based) across batches b[0..nb). */
-static long line_of(const batch *b, size_t nb, long ord)
+static long line_of(const push_batch *b, size_t nb, long ord)
 {
   for (size_t k = 0; k < nb; k++) {
     if (ord <= (long)b[k].n)
@@ -140,7 +140,7 @@ static long line_of(const batch *b, size_t nb, long ord)
   return 0;
 }
 
-void push_print_ids(push_state *st, const batch *b, size_t nb)
+void push_print_ids(push_state *st, const push_batch *b, size_t nb)
 {
   if (st->o->quiet)
     return;
@@ -172,7 +172,7 @@ void push_print_summary(push_state *st, double secs)
   for (int kind = SPAN_INSERTED; kind <= SPAN_NOT_INSERTED; kind++) {
     bool first = true;
     for (size_t k = 0; k < st->nspans; k++) {
-      const span *s = &st->spans[k];
+      const push_span *s = &st->spans[k];
       if ((int)s->kind != kind)
         continue;
       if (first) {

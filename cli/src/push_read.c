@@ -12,7 +12,7 @@
 #include "jsonline.h"
 #include "push.h"
 
-int push_read_line(reader *r, int timeout_ms, char **line, size_t *len)
+int push_read_line(push_reader *r, int timeout_ms, char **line, size_t *len)
 {
   for (;;) {
     size_t from = r->scanned > r->start ? r->scanned : r->start;

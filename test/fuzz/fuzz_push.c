@@ -27,7 +27,7 @@ static void read_lines(const uint8_t *data, size_t size)
     return;
   }
   close(fds[1]);
-  reader r = {.fd = fds[0]};
+  push_reader r = {.fd = fds[0]};
   char *line;
   size_t len, total = 0;
   int rc;
