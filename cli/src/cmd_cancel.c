@@ -6,7 +6,7 @@
  * cancelled item is never acknowledged and its ack-transaction writes never
  * commit. External effects already started (an HTTP call, a command) are not
  * undone; the worker stops caring about the item. Each cancel leaves a
- * 'cancelled' row in onceq_results (see delete_sql).
+ * 'cancelled' row in onceq_results (oq_cancel, onceq/cancel.h).
  *
  * All or nothing: in one transaction every id is looked up and locked
  * (FOR UPDATE, so an ack in flight waits for us and then loses); if any id
@@ -20,39 +20,8 @@
 #include "itemids.h"
 #include "table.h"
 
-/* Lock the live ones: an ack in flight then waits for us, and loses. */
-static const char lock_sql[] =
-    "SELECT id::text, 'live', claim::text FROM onceq_items"
-    " WHERE id = ANY($1::uuid[]) FOR UPDATE";
-/* Say where the others are, for the error message. */
-static const char classify_sql[] =
-    "SELECT u.id::text, CASE"
-    " WHEN EXISTS (SELECT 1 FROM onceq_dead d WHERE d.id = u.id) THEN 'dead'"
-    " WHEN EXISTS (SELECT 1 FROM onceq_done h WHERE h.item_id = u.id)"
-    " THEN 'done' ELSE 'unknown' END, NULL"
-    " FROM unnest($1::uuid[]) AS u(id)"
-    " WHERE NOT EXISTS (SELECT 1 FROM onceq_items i WHERE i.id = u.id)";
-/* Every cancelled item gets its 'cancelled' row in onceq_results in the
- * same statement, whether it asked for its outcome (keep_result) or not:
- * it is the durable trace that tells a cancel from an ack, for a waiter
- * (`onceq wait`) and for a worker reconciling an ambiguous commit (an item
- * gone with this row was cancelled, not acknowledged: lib/src/dialect.c,
- * OQ__SQL_ITEM_CLAIM_OF). A cancel writes no onceq_dead row. The row's
- * result is the item's last error (NULL when no attempt failed), as a dead
- * letter keeps its own; retention (`--keep-results`) removes it like any
- * kept outcome. The count is of deleted items. */
-static const char delete_sql[] =
-    "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-    " RETURNING id, queue, keep_result, last_error),"
-    " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result)"
-    " SELECT id, queue, 'cancelled', last_error FROM d"
-    " ON CONFLICT (item_id) DO UPDATE SET outcome = excluded.outcome,"
-    " result = excluded.result, truncated = false, finished_at = now()"
-    " RETURNING item_id)"
-    " SELECT d.id FROM d, (SELECT count(*) FROM r) AS rn";
-
 typedef struct cancel_ctx {
-  const char *ids_array; /* "{id,id,...}" */
+  const char *const *ids;
   size_t nids;
   /* up to nids entries, filled by each run of the transaction; related:
    * the session holding a running item */
@@ -76,14 +45,11 @@ static oq_err cancel_tx(oq_db *db, void *ud)
   cancel_ctx *c = ud;
   c->nf = 0;
   c->deleted = 0;
-  const char *p[1] = {c->ids_array};
-  oq_err e = oq_db_query(db, lock_sql, 1, p, on_found, c);
-  if (e != OQ_OK)
-    return e;
-  c->nlive = c->nf;
-  if (c->nlive < c->nids) /* commit nothing but the lookups */
-    return oq_db_query(db, classify_sql, 1, p, on_found, c);
-  return oq_db_exec(db, delete_sql, 1, p, &c->deleted);
+  oq_err e = oq_cancel(db, c->ids, c->nids, on_found, c, &c->deleted);
+  c->nlive = 0;
+  for (size_t k = 0; k < c->nf; k++)
+    c->nlive += strcmp(c->f[k].where, "live") == 0;
+  return e;
 }
 
 /* The entry for id (case-insensitive: the database prints lower case). */
@@ -132,10 +98,10 @@ int cmd_cancel(const cli_globals *g, int argc, char **argv)
     goto out;
   }
 
-  c.ids_array = cli_ids_array(&ids);
+  c.ids = ids.v;
   c.nids = n;
   c.f = calloc(n, sizeof *c.f);
-  if (!c.ids_array || !c.f) {
+  if (!c.f) {
     rc = cli_fail(CLI_EXIT_RUNTIME, "cancel", "out of memory");
     goto out;
   }

@@ -4,8 +4,9 @@
  * id, payload, priority, max_attempts, unique_key and created_at, attempts
  * reset to 0 and last_error kept (it says why the item died).
  *
- * One transaction: a DELETE ... RETURNING from onceq_dead feeds the INSERT,
- * so an item is never in both tables, nor in neither.
+ * One transaction (oq_retry_dead, oq_retry_all_dead: onceq/retry.h): a
+ * DELETE ... RETURNING from onceq_dead feeds the INSERT, so an item is
+ * never in both tables, nor in neither.
  *
  * A dead item's unique_key may meanwhile be held by a live item: moving it
  * would break the key's promise (at most one live item per key). With
@@ -19,48 +20,14 @@
 #include "itemids.h"
 #include "table.h"
 
-#define MOVE_TAIL                                                              \
-  " RETURNING id, queue, payload, priority, max_attempts, unique_key,"         \
-  " last_error, created_at)"                                                   \
-  " INSERT INTO onceq_items (id, queue, payload, priority, run_at,"            \
-  " attempts, max_attempts, unique_key, last_error, created_at)"               \
-  " SELECT id, queue, payload, priority, now(), 0, max_attempts,"              \
-  " unique_key, last_error, created_at FROM d RETURNING id::text"
-#define KEY_FREE                                                               \
-  " NOT EXISTS (SELECT 1 FROM onceq_items i"                                   \
-  " WHERE i.unique_key = dd.unique_key)"
-
-static const char move_ids_sql[] = "WITH d AS (DELETE FROM onceq_dead dd WHERE "
-                                   "dd.id = ANY($1::uuid[])" MOVE_TAIL;
-static const char move_all_sql[] =
-    "WITH d AS (DELETE FROM onceq_dead dd"
-    " WHERE ($1::text IS NULL OR dd.queue = $1::text) AND" KEY_FREE MOVE_TAIL;
-static const char kept_sql[] =
-    "SELECT count(*) FROM onceq_dead dd"
-    " WHERE ($1::text IS NULL OR dd.queue = $1::text) AND NOT" KEY_FREE;
-/* Explicit ids: lock the dead rows and find what would block each one. */
-static const char check_ids_sql[] =
-    "SELECT u.id::text,"
-    " CASE WHEN dd.id IS NOT NULL THEN 'dead'"
-    " WHEN EXISTS (SELECT 1 FROM onceq_items i WHERE i.id = u.id) THEN 'live'"
-    " WHEN EXISTS (SELECT 1 FROM onceq_done h WHERE h.item_id = u.id)"
-    " THEN 'done' ELSE 'unknown' END,"
-    " (SELECT i.id::text FROM onceq_items i"
-    " WHERE i.unique_key = dd.unique_key),"
-    " dd.unique_key"
-    " FROM unnest($1::uuid[]) AS u(id)"
-    " LEFT JOIN onceq_dead dd ON dd.id = u.id";
-static const char lock_ids_sql[] =
-    "SELECT id FROM onceq_dead WHERE id = ANY($1::uuid[]) FOR UPDATE";
-
 typedef struct check {
   cli_id_where w; /* related: the live item holding the unique key */
   char *key;      /* the unique key (owned), NULL if none */
 } check;
 
 typedef struct retry_ctx {
-  const char *ids_array; /* "{id,...}", NULL with --all-dead */
-  const char *queue;     /* --queue with --all-dead; NULL: all */
+  const char *const *ids; /* NULL with --all-dead */
+  const char *queue;      /* --queue with --all-dead; NULL: all */
   size_t nids;
   check *chk; /* nids entries */
   size_t nchk;
@@ -94,8 +61,6 @@ static oq_err on_check(void *ud, int ncols, const char *const *v)
   k->key = v[3] ? strdup(v[3]) : NULL;
   if (v[3] && !k->key)
     return OQ_ERR_NOMEM;
-  if (strcmp(k->w.where, "dead") != 0 || k->w.related[0])
-    c->blocked = true;
   return OQ_OK;
 }
 
@@ -119,34 +84,15 @@ static oq_err on_moved(void *ud, int ncols, const char *const *v)
   return OQ_OK;
 }
 
-static oq_err on_count(void *ud, int ncols, const char *const *v)
-{
-  long *n = ud;
-  if (ncols > 0 && v[0])
-    *n = strtol(v[0], NULL, 10);
-  return OQ_OK;
-}
-
 /* The transaction body; may run again on a restart. */
 static oq_err retry_tx(oq_db *db, void *ud)
 {
   retry_ctx *c = ud;
   reset(c);
-  oq_err e;
-  if (c->ids_array) {
-    const char *p[1] = {c->ids_array};
-    e = oq_db_query(db, lock_ids_sql, 1, p, NULL, NULL);
-    if (e == OQ_OK)
-      e = oq_db_query(db, check_ids_sql, 1, p, on_check, c);
-    if (e != OQ_OK || c->blocked)
-      return e; /* blocked: commit nothing but the lookups */
-    return oq_db_query(db, move_ids_sql, 1, p, on_moved, c);
-  }
-  const char *p[1] = {c->queue};
-  e = oq_db_query(db, move_all_sql, 1, p, on_moved, c);
-  if (e == OQ_OK)
-    e = oq_db_query(db, kept_sql, 1, p, on_count, &c->kept);
-  return e;
+  if (c->ids)
+    return oq_retry_dead(db, c->ids, c->nids, on_check, on_moved, c,
+                         &c->blocked);
+  return oq_retry_all_dead(db, c->queue, on_moved, c, &c->kept);
 }
 
 static void usage(FILE *out)
@@ -211,9 +157,9 @@ int cmd_retry(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   if (n > 0) {
-    c.ids_array = cli_ids_array(&ids);
+    c.ids = ids.v;
     c.chk = calloc(n, sizeof *c.chk);
-    if (!c.ids_array || !c.chk) {
+    if (!c.chk) {
       rc = cli_fail(CLI_EXIT_RUNTIME, "retry", "out of memory");
       goto out;
     }

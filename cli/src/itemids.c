@@ -8,8 +8,6 @@
 #include "itemids.h"
 #include "table.h"
 
-#define UUID_LEN 36
-
 bool cli_ids_init(cli_ids *ids, size_t max)
 {
   memset(ids, 0, sizeof *ids);
@@ -20,7 +18,6 @@ bool cli_ids_init(cli_ids *ids, size_t max)
 void cli_ids_free(cli_ids *ids)
 {
   free(ids->v);
-  free(ids->array);
   memset(ids, 0, sizeof *ids);
 }
 
@@ -48,28 +45,6 @@ int cli_ids_add(cli_ids *ids, const char *cmd, const char *arg,
       return CLI_EXIT_OK;
   ids->v[ids->n++] = arg;
   return CLI_EXIT_OK;
-}
-
-const char *cli_ids_array(cli_ids *ids)
-{
-  if (ids->array)
-    return ids->array;
-  /* UUIDs need no quoting in an array literal. */
-  char *arr = malloc(ids->n * (UUID_LEN + 1) + 3);
-  if (!arr)
-    return NULL;
-  size_t off = 0;
-  arr[off++] = '{';
-  for (size_t k = 0; k < ids->n; k++) {
-    if (k)
-      arr[off++] = ',';
-    memcpy(arr + off, ids->v[k], UUID_LEN);
-    off += UUID_LEN;
-  }
-  arr[off++] = '}';
-  arr[off] = '\0';
-  ids->array = arr;
-  return arr;
 }
 
 void cli_id_where_set(cli_id_where *w, const char *const *v)

@@ -5,9 +5,9 @@
  * Terms:
  *  - ID list: the operands of cancel or retry, each a UUID in its
  *    canonical text form, repeats dropped (compared case-insensitively, as
- *    the database compares UUIDs), in the order first given. It reaches SQL
- *    as one uuid[] array literal, "{id,id,...}", so one statement handles
- *    every ID.
+ *    the database compares UUIDs), in the order first given. The library
+ *    (oq_cancel, oq_retry_dead) sends it as one uuid[] array, so one
+ *    statement handles every ID.
  *  - where: the table an ID is found in: live (onceq_items), dead
  *    (onceq_dead), done (the onceq_done history) or unknown.
  *
@@ -22,7 +22,6 @@
 typedef struct cli_ids {
   const char **v; /* the IDs as given (into argv), first seen first */
   size_t n;
-  char *array; /* the uuid[] literal once cli_ids_array made it; owned */
 } cli_ids;
 
 /* An empty list with room for max IDs (argc is always enough). false when
@@ -43,10 +42,6 @@ int cli_ids_add(cli_ids *ids, const char *cmd, const char *arg,
  * UUID like ...", ending "; <nothing_done>" unless that is NULL, and give
  * CLI_EXIT_USAGE. */
 int cli_id_check(const char *cmd, const char *id, const char *nothing_done);
-
-/* The list as a literal for a $n::uuid[] parameter, valid until
- * cli_ids_free; NULL when out of memory. */
-const char *cli_ids_array(cli_ids *ids);
 
 /* One row of a lookup statement that says where each ID is: the ID as the
  * database prints it, where, and one more id that explains it. */

@@ -20,7 +20,7 @@
 
 #include "onceq/onceq.h"
 
-#define CO_RETENTION_BATCH 1000
+#define CO_RETENTION_BATCH OQ_RETENTION_BATCH
 #define CO_RETENTION_MAX_BATCHES 50
 
 typedef struct co_retention {

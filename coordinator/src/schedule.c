@@ -20,10 +20,6 @@ static const char SQL_CAS[] =
     " last_run_at = $2::timestamptz"
     " WHERE name = $1 AND next_run_at = $2::timestamptz"
     " RETURNING (next_run_at <= now())::int";
-static const char SQL_ENQUEUE[] =
-    "INSERT INTO onceq_items (queue, payload, unique_key)"
-    " VALUES ($1, $2::jsonb, $3) ON CONFLICT (unique_key) DO NOTHING"
-    " RETURNING id::text";
 static const char SQL_LAST_ITEM[] =
     "UPDATE onceq_schedules SET last_item_id = $2::uuid WHERE name = $1";
 
@@ -79,10 +75,15 @@ static oq_err fire_tx(oq_db *db, void *ud)
   if (e == OQ_OK && r.nrows == 1) {
     f->advanced = true;
     f->still_due = cm_atol(qv_rows_get(&r, 0, 0), 0) != 0;
-    const char *ins[3] = {f->queue, f->payload, f->key};
-    e = qv_query_in_tx(db, SQL_ENQUEUE, 3, ins, &r);
-    if (e == OQ_OK && qv_rows_get(&r, 0, 0)) {
-      snprintf(f->item, sizeof f->item, "%s", qv_rows_get(&r, 0, 0));
+    /* through the library's enqueue, in this transaction: the key makes
+     * an occurrence fire once, whoever else fires it */
+    oq_enqueue_opts o = {
+        .queue = f->queue, .payload = f->payload, .unique_key = f->key};
+    char id[OQ_UUID_LEN + 1];
+    oq_enqueue_status st = OQ_ENQUEUED;
+    e = oq_enqueue(db, &o, id, &st);
+    if (e == OQ_OK && st == OQ_ENQUEUED) {
+      snprintf(f->item, sizeof f->item, "%s", id);
       const char *last[2] = {f->name, f->item};
       e = oq_db_exec(db, SQL_LAST_ITEM, 2, last, NULL);
     }

@@ -9,10 +9,9 @@
  *  - firing an occurrence, in ONE transaction:
  *      UPDATE onceq_schedules SET next_run_at = <following occurrence>
  *        WHERE name = $1 AND next_run_at = $due;   -- compare-and-set
- *      -- only if that updated 1 row:
- *      INSERT INTO onceq_items (queue, payload, unique_key)
- *        VALUES (..., 'schedule:<name>:<due, Unix seconds>')
- *        ON CONFLICT (unique_key) DO NOTHING;
+ *      -- only if that updated 1 row: oq_enqueue (the library's
+ *      -- INSERT ... ON CONFLICT (unique_key) DO NOTHING) of
+ *      -- (queue, payload, unique_key 'schedule:<name>:<due, Unix seconds>')
  *    Two firers (a deposed leader and the new one) race on the same row:
  *    only one UPDATE matches; the other matches 0 rows (READ COMMITTED
  *    re-checks the WHERE after the winner commits; SERIALIZABLE aborts it

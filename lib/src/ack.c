@@ -66,7 +66,7 @@ static oq_err ack_tx(oq_db *db, void *arg)
   const char *params[5] = {
       c->item->id, sid, res, c->opts && c->opts->history ? "true" : "false",
       c->opts && c->opts->result_truncated ? "true" : "false"};
-  e = oq__db_query_prepared(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_KEEP), 5,
+  e = oq__db_query_prepared(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK), 5,
                             params, NULL, NULL, &n);
   free(res);
   if (e != OQ_OK)
@@ -305,8 +305,8 @@ static oq_err batch_delete(oq_db *db, const oq_session *s,
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   }
   oq_err e = oq__db_query_prepared_retry(
-      db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_BATCH_KEEP), 5, params,
-      mark_acked, &a, NULL);
+      db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_BATCH), 5, params, mark_acked,
+      &a, NULL);
   free(a.order);
   free(res);
   free(cut);

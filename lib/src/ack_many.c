@@ -4,7 +4,7 @@
  *
  * A round is one transaction over the items still pending ("active"):
  * BEGIN, each active item's effects, the claim check, COMMIT. The check
- * (OQ__SQL_ACK_MANY_CHECK) deletes the active ids still claimed by the
+ * (OQ__SQL_ACK_MANY) deletes the active ids still claimed by the
  * session and divides by zero unless it deleted all of them, so a batch
  * with a lost claim never commits anybody's effects. After a round that
  * failed, the verdicts say what to leave out of the next one:
@@ -52,7 +52,7 @@ typedef oq_err (*round_fn)(many *b);
  * a result exists only when its ack committed. */
 static const char *check_sql(const many *b)
 {
-  return oq__sql(oq_db_engine(b->db), OQ__SQL_ACK_MANY_CHECK_KEEP);
+  return oq__sql(oq_db_engine(b->db), OQ__SQL_ACK_MANY);
 }
 
 #define CHECK_NPARAMS 6

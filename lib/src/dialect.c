@@ -131,8 +131,18 @@ static const char claim_parts_crdb[] =
   "id, queue, payload, priority, attempts, max_attempts, unique_key, "         \
   "last_error, created_at"
 
-/* Results (schema v3): the pieces of the OQ__SQL_*_KEEP acks. */
-#define KEEP_RETURNING " RETURNING id, queue, attempts, created_at, keep_result"
+/*
+ * The ack family (docs/design.md section 1): the one claim check, built
+ * here once and sent by oq_ack (OQ__SQL_ACK), oq_ack_batch
+ * (OQ__SQL_ACK_BATCH) and oq_ack_many (OQ__SQL_ACK_MANY). Each is the
+ * claim-checked DELETE plus, in the same statement, the history row
+ * (history: true) and the result row of an item that asked for one
+ * (keep_result): a result row exists if and only if that ack committed.
+ * Every CTE is referenced, so both engines run it.
+ */
+#define ACK_DELETE(ids)                                                        \
+  "WITH d AS (DELETE FROM onceq_items WHERE " ids " AND claim = $2::uuid"      \
+  " RETURNING id, queue, attempts, created_at, keep_result),"
 /* d joined with the results array and the "cut by the caller" flags, both
  * parallel to $1. One entry per id (a duplicate id must not write its row
  * twice), result and flag from the same entry: the greatest non-NULL
@@ -144,6 +154,17 @@ static const char claim_parts_crdb[] =
   " AS u(id, res, cut) ORDER BY u.id, u.res IS NULL, u.res DESC),"             \
   " x AS (SELECT d.id, d.queue, d.attempts, d.created_at, d.keep_result,"      \
   " v.res, v.cut FROM d LEFT JOIN v ON v.id = d.id),"
+/*
+ * The one writer of onceq_results rows, as a CTE named r over the rows of
+ * `select` (item_id, queue, outcome, result, truncated): an ack writes
+ * 'done', `onceq cancel` (oq_cancel) 'cancelled'. A later outcome of the
+ * same id replaces the row.
+ */
+#define RESULT_ROW(select)                                                     \
+  " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result,"         \
+  " truncated) " select " ON CONFLICT (item_id) DO UPDATE SET"                 \
+  " outcome = excluded.outcome, result = excluded.result,"                     \
+  " truncated = excluded.truncated, finished_at = now() RETURNING item_id)"
 #define KEEP_WRITES(history)                                                   \
   " h AS (INSERT INTO onceq_done (item_id, queue, attempts, session_id,"       \
   " result, created_at)"                                                       \
@@ -151,66 +172,33 @@ static const char claim_parts_crdb[] =
   " WHERE " history "::bool"                                                   \
   " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"                      \
   " session_id = excluded.session_id, result = excluded.result"                \
-  " RETURNING item_id),"                                                       \
-  " r AS (INSERT INTO onceq_results (item_id, queue, outcome, result,"         \
-  " truncated)"                                                                \
-  " SELECT id, queue, 'done', left(res, 65536),"                               \
-  " coalesce(length(res) > 65536 OR (cut AND res IS NOT NULL), false)"         \
-  " FROM x WHERE keep_result"                                                  \
-  " ON CONFLICT (item_id) DO UPDATE SET outcome = excluded.outcome,"           \
-  " result = excluded.result, truncated = excluded.truncated,"                 \
-  " finished_at = now() RETURNING item_id)"
+  " RETURNING item_id)," RESULT_ROW(                                           \
+      "SELECT id, queue, 'done', left(res, 65536),"                            \
+      " coalesce(length(res) > 65536 OR (cut AND res IS NOT NULL), false)"     \
+      " FROM x WHERE keep_result")
 #define KEEP_COUNTS_FROM                                                       \
   " FROM (SELECT count(*) FROM h) AS hn, (SELECT count(*) FROM r) AS rn"
 #define KEEP_COUNTS                                                            \
   ", (SELECT count(*) FROM h) AS hn, (SELECT count(*) FROM r) AS rn"
 
+/* OQ_RETENTION_BATCH as SQL text */
+#define RETAIN_BATCH "1000"
+_Static_assert(OQ_RETENTION_BATCH == 1000, "RETAIN_BATCH must match");
+
+/* The end of a move from onceq_dead back to onceq_items (d: the dead rows
+ * deleted), and "no live item holds dd's unique key". */
+#define RETRY_MOVE_TAIL                                                        \
+  " RETURNING id, queue, payload, priority, max_attempts, unique_key,"         \
+  " last_error, created_at)"                                                   \
+  " INSERT INTO onceq_items (id, queue, payload, priority, run_at,"            \
+  " attempts, max_attempts, unique_key, last_error, created_at)"               \
+  " SELECT id, queue, payload, priority, now(), 0, max_attempts,"              \
+  " unique_key, last_error, created_at FROM d RETURNING id::text"
+#define RETRY_KEY_FREE                                                         \
+  " NOT EXISTS (SELECT 1 FROM onceq_items i"                                   \
+  " WHERE i.unique_key = dd.unique_key)"
+
 static const char *const shared[OQ__SQL__COUNT] = {
-    [OQ__SQL_ACK] = "DELETE FROM onceq_items WHERE id = $1::uuid"
-                    " AND claim = $2::uuid",
-    [OQ__SQL_ACK_HISTORY] =
-        "WITH d AS (DELETE FROM onceq_items WHERE id = $1::uuid"
-        " AND claim = $2::uuid RETURNING id, queue, attempts, created_at)"
-        " INSERT INTO onceq_done (item_id, queue, attempts, session_id,"
-        " result, created_at)"
-        " SELECT id, queue, attempts, $2::uuid, $3::text, created_at FROM d"
-        " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"
-        " session_id = excluded.session_id, result = excluded.result"
-        " RETURNING item_id",
-    [OQ__SQL_ACK_BATCH] = "DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-                          " AND claim = $2::uuid RETURNING id::text",
-    [OQ__SQL_ACK_BATCH_HISTORY] =
-        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-        " AND claim = $2::uuid RETURNING id, queue, attempts, created_at)"
-        " INSERT INTO onceq_done (item_id, queue, attempts, session_id,"
-        " result, created_at)"
-        " SELECT id, queue, attempts, $2::uuid, $3::text, created_at FROM d"
-        " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"
-        " session_id = excluded.session_id, result = excluded.result"
-        " RETURNING item_id::text",
-    /* The batch ack's claim check (ack_many.c): it fails the whole
-     * transaction unless it deleted every id sent ($3 of them), so no
-     * handler effect of a batch commits without its item's ack. The
-     * divisor depends on count(*), so no planner folds it into a constant
-     * error (a CASE does not protect a constant subexpression, PostgreSQL
-     * docs "Expression Evaluation Rules"); 1/0 is SQLSTATE 22012 on both
-     * engines. */
-    [OQ__SQL_ACK_MANY_CHECK] =
-        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-        " AND claim = $2::uuid RETURNING id)"
-        " SELECT 1 / (CASE WHEN count(*) = $3::int8 THEN 1 ELSE 0 END)"
-        " FROM d",
-    [OQ__SQL_ACK_MANY_CHECK_HISTORY] =
-        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-        " AND claim = $2::uuid RETURNING id, queue, attempts, created_at),"
-        " h AS (INSERT INTO onceq_done (item_id, queue, attempts, session_id,"
-        " result, created_at)"
-        " SELECT id, queue, attempts, $2::uuid, NULL, created_at FROM d"
-        " ON CONFLICT (item_id) DO UPDATE SET done_at = now(),"
-        " session_id = excluded.session_id, result = excluded.result"
-        " RETURNING item_id)"
-        " SELECT 1 / (CASE WHEN count(*) = $3::int8 THEN 1 ELSE 0 END)"
-        " FROM d",
     /* Reconciling an ambiguous ack: an item that is gone was acknowledged
      * unless it is in onceq_dead (dead-lettered meanwhile) or has a
      * 'cancelled' row in onceq_results (`onceq cancel` writes one for every
@@ -261,8 +249,105 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " coalesce($4::timestamptz,"
         " now() + $5::int8 * interval '1 millisecond'), $6::int, $7::text)"
         " ON CONFLICT (unique_key) DO NOTHING RETURNING id::text",
+    /* oq_enqueue_many: one statement for a JSON array of payloads ($1),
+     * the other parameters as OQ__SQL_ENQUEUE's, $7 the field that holds
+     * each item's unique key (NULL: none). gen_random_uuid() in a
+     * MATERIALIZED CTE gives each element its id before the insert, so
+     * the RETURNING rows map back to elements (ord) even when ON CONFLICT
+     * skips some. */
+    [OQ__SQL_ENQUEUE_MANY] =
+        "WITH src AS MATERIALIZED ("
+        " SELECT gen_random_uuid() AS id, t.ord, t.x"
+        " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(x, ord)),"
+        " ins AS (INSERT INTO onceq_items (id, queue, payload, priority,"
+        " run_at, max_attempts, unique_key)"
+        " SELECT id, $2::text, x, $3::int,"
+        " coalesce($4::timestamptz,"
+        " now() + $5::int8 * interval '1 millisecond'),"
+        " $6::int, x ->> $7::text FROM src ORDER BY ord"
+        " ON CONFLICT (unique_key) DO NOTHING RETURNING id)"
+        " SELECT src.ord, src.id::text FROM src JOIN ins ON ins.id = src.id"
+        " ORDER BY src.ord",
     [OQ__SQL_ENQUEUE_FIND_KEY] =
         "SELECT id::text FROM onceq_items WHERE unique_key = $1::text",
+    /* ---- cancel (cancel.c): $1 the ids (uuid[]) ----
+     * Lock the live ones: an ack in flight then waits for us, and loses. */
+    [OQ__SQL_CANCEL_LOCK] =
+        "SELECT id::text, 'live', claim::text FROM onceq_items"
+        " WHERE id = ANY($1::uuid[]) FOR UPDATE",
+    /* Say where the others are, for the caller's error message. */
+    [OQ__SQL_CANCEL_CLASSIFY] =
+        "SELECT u.id::text, CASE"
+        " WHEN EXISTS (SELECT 1 FROM onceq_dead d WHERE d.id = u.id)"
+        " THEN 'dead'"
+        " WHEN EXISTS (SELECT 1 FROM onceq_done h WHERE h.item_id = u.id)"
+        " THEN 'done' ELSE 'unknown' END, NULL"
+        " FROM unnest($1::uuid[]) AS u(id)"
+        " WHERE NOT EXISTS (SELECT 1 FROM onceq_items i WHERE i.id = u.id)",
+    /* Every cancelled item gets its 'cancelled' row in onceq_results in
+     * the same statement, whether it asked for its outcome (keep_result)
+     * or not (cancel.h). The row's result is the item's last error, as a
+     * dead letter keeps its own; retention (`--keep-results`) removes it
+     * like any kept outcome. The count is of deleted items. */
+    [OQ__SQL_CANCEL] =
+        "WITH d AS (DELETE FROM onceq_items"
+        " WHERE id = ANY($1::uuid[])"
+        " RETURNING id, queue, keep_result, last_error)," RESULT_ROW(
+            "SELECT id, queue, 'cancelled', last_error, false"
+            " FROM d") " SELECT d.id FROM d,"
+                       " (SELECT count(*) FROM r) AS rn",
+    /* ---- retention (retention.c): $1 the age in ms; each subquery walks
+     * the done_at / died_at / finished_at index from the oldest row,
+     * OQ_RETENTION_BATCH rows at a time ---- */
+    [OQ__SQL_RETAIN_DONE] =
+        "DELETE FROM onceq_done WHERE item_id IN (SELECT item_id FROM"
+        " onceq_done WHERE done_at < now() - $1::int8 * interval"
+        " '1 millisecond' ORDER BY done_at LIMIT " RETAIN_BATCH ")",
+    /* $2: true when every old row may go; false keeps the unnotified ones */
+    [OQ__SQL_RETAIN_DEAD] =
+        "DELETE FROM onceq_dead WHERE id IN (SELECT id FROM onceq_dead"
+        " WHERE died_at < now() - $1::int8 * interval '1 millisecond'"
+        " AND ($2::bool OR notified_at IS NOT NULL)"
+        " ORDER BY died_at LIMIT " RETAIN_BATCH ")",
+    /* kept outcomes (`onceq wait`, schema v3) */
+    [OQ__SQL_RETAIN_RESULTS] =
+        "DELETE FROM onceq_results WHERE item_id IN (SELECT item_id FROM"
+        " onceq_results WHERE finished_at < now() - $1::int8 * interval"
+        " '1 millisecond' ORDER BY finished_at LIMIT " RETAIN_BATCH ")",
+    /* ---- retry of dead items (retry.c) ----
+     * One statement moves them: a DELETE ... RETURNING from onceq_dead
+     * feeds the INSERT, so an item is never in both tables, nor in
+     * neither. Same id, payload, priority, max_attempts, unique_key and
+     * created_at; attempts 0, run_at now, last_error kept. $1 the ids
+     * (uuid[]). */
+    [OQ__SQL_RETRY_IDS] = "WITH d AS (DELETE FROM onceq_dead dd WHERE"
+                          " dd.id = ANY($1::uuid[])" RETRY_MOVE_TAIL,
+    /* every dead item ($1: of that queue; NULL: all) whose unique key no
+     * live item holds */
+    [OQ__SQL_RETRY_ALL] =
+        "WITH d AS (DELETE FROM onceq_dead dd"
+        " WHERE ($1::text IS NULL OR dd.queue = $1::text) AND" RETRY_KEY_FREE
+            RETRY_MOVE_TAIL,
+    /* the ones OQ__SQL_RETRY_ALL left dead: a live item holds their key */
+    [OQ__SQL_RETRY_KEPT] = "SELECT count(*) FROM onceq_dead dd"
+                           " WHERE ($1::text IS NULL OR dd.queue = $1::text) "
+                           "AND NOT" RETRY_KEY_FREE,
+    /* Explicit ids: lock the dead rows, then find what would block each
+     * one: (id, where, the live item holding its unique key, the key) */
+    [OQ__SQL_RETRY_LOCK] =
+        "SELECT id FROM onceq_dead WHERE id = ANY($1::uuid[]) FOR UPDATE",
+    [OQ__SQL_RETRY_CHECK] =
+        "SELECT u.id::text,"
+        " CASE WHEN dd.id IS NOT NULL THEN 'dead'"
+        " WHEN EXISTS (SELECT 1 FROM onceq_items i WHERE i.id = u.id)"
+        " THEN 'live'"
+        " WHEN EXISTS (SELECT 1 FROM onceq_done h WHERE h.item_id = u.id)"
+        " THEN 'done' ELSE 'unknown' END,"
+        " (SELECT i.id::text FROM onceq_items i"
+        " WHERE i.unique_key = dd.unique_key),"
+        " dd.unique_key"
+        " FROM unnest($1::uuid[]) AS u(id)"
+        " LEFT JOIN onceq_dead dd ON dd.id = u.id",
     [OQ__SQL_SESSION_OPEN] =
         "INSERT INTO onceq_sessions (expiry, hostname, pid, version, queues)"
         " VALUES ($1::int8 * interval '1 millisecond', $2::text, $3::int,"
@@ -340,34 +425,30 @@ static const char *const shared[OQ__SQL__COUNT] = {
     [OQ__SQL_MIGRATIONS_RECORD] =
         "INSERT INTO onceq_migrations (version, name) VALUES ($1::int,"
         " $2::text) ON CONFLICT (version) DO NOTHING",
-    /* ---- results and waiting (schema v3, wait.h) ----
-     * The acks below are the claim-checked DELETE plus, in the same
-     * statement, the history row ($4/$5 history: true) and the result row
-     * of an item that asked for one (keep_result): a result row exists if
-     * and only if that ack committed. The result is bounded to
-     * OQ_RESULT_MAX_CHARS characters, truncated = it was cut. Every CTE is
-     * referenced, so both engines run it. */
-    [OQ__SQL_ACK_KEEP] =
-        "WITH d AS (DELETE FROM onceq_items WHERE id = $1::uuid"
-        " AND claim = $2::uuid" KEEP_RETURNING "),"
-        " x AS (SELECT d.id, d.queue, d.attempts, d.created_at,"
-        " d.keep_result, $3::text AS res, $5::bool AS cut FROM d)," KEEP_WRITES(
-            "$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
-    /* $3: results parallel to $1 (text[], NULL entries: none); $5 their
-     * cut-by-the-caller flags (bool[]) */
-    [OQ__SQL_ACK_BATCH_KEEP] =
-        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-        " AND claim = $2::uuid" KEEP_RETURNING ")," KEEP_X("$3", "$5")
-            KEEP_WRITES("$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
-    /* oq_ack_many's check (OQ__SQL_ACK_MANY_CHECK) that also keeps
-     * results: $3 the count sent, $4 results (text[]), $5 history, $6 the
-     * results' cut flags (bool[]) */
-    [OQ__SQL_ACK_MANY_CHECK_KEEP] =
-        "WITH d AS (DELETE FROM onceq_items WHERE id = ANY($1::uuid[])"
-        " AND claim = $2::uuid" KEEP_RETURNING
-        ")," KEEP_X("$4", "$6") KEEP_WRITES(
-            "$5") " SELECT 1 / (CASE WHEN (SELECT count(*) FROM x) = $3::int8"
-                  " THEN 1 ELSE 0 END)" KEEP_COUNTS_FROM,
+    /* ---- the ack family (see ACK_DELETE) ----
+     * One item: $1 the id, $3 its result (text, NULL: none), $4 history,
+     * $5 the result was cut by the caller (bool). */
+    [OQ__SQL_ACK] = ACK_DELETE(
+        "id = $1::uuid") " x AS (SELECT d.id, d.queue, d.attempts,"
+                         " d.created_at, d.keep_result, $3::text AS res,"
+                         " $5::bool AS cut FROM d)," KEEP_WRITES(
+                             "$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
+    /* A batch, acked item by item: $1 the ids, $3 results parallel to $1
+     * (text[], NULL entries: none), $4 history, $5 their cut flags
+     * (bool[]). */
+    [OQ__SQL_ACK_BATCH] = ACK_DELETE("id = ANY($1::uuid[])") KEEP_X("$3", "$5")
+        KEEP_WRITES("$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
+    /* oq_ack_many, all or nothing: it fails the whole transaction unless it
+     * deleted every id sent ($3 of them), so no handler effect of a batch
+     * commits without its item's ack; $4 results (text[]), $5 history, $6
+     * the results' cut flags (bool[]). The divisor depends on count(*), so
+     * no planner folds it into a constant error (a CASE does not protect a
+     * constant subexpression, PostgreSQL docs "Expression Evaluation
+     * Rules"); 1/0 is SQLSTATE 22012 on both engines. */
+    [OQ__SQL_ACK_MANY] = ACK_DELETE("id = ANY($1::uuid[])") KEEP_X("$4", "$6")
+        KEEP_WRITES("$5") " SELECT 1 / (CASE WHEN (SELECT"
+                          " count(*) FROM x) = $3::int8"
+                          " THEN 1 ELSE 0 END)" KEEP_COUNTS_FROM,
     /* a waiter asks for the outcome of live items it waits for */
     [OQ__SQL_WAIT_OPT_IN] = "UPDATE onceq_items SET keep_result = true"
                             " WHERE id = ANY($1::uuid[]) AND NOT keep_result",

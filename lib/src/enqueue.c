@@ -24,6 +24,30 @@ static oq_err read_id(void *ud, int ncols, const char *const *vals)
   return OQ_OK;
 }
 
+/* The options every enqueue statement shares, as text parameters. */
+typedef struct row_params {
+  char prio[16], delay[24], maxa[16];
+} row_params;
+
+static oq_err check_opts(oq_db *db, const oq_enqueue_opts *o, row_params *rp)
+{
+  if (o->max_attempts < 0)
+    return oq__db_fail(db, OQ_ERR_INVALID, NULL,
+                       "max_attempts must be positive (got %d)",
+                       o->max_attempts);
+  snprintf(rp->prio, sizeof rp->prio, "%d", o->priority);
+  snprintf(rp->delay, sizeof rp->delay, "%lld",
+           (long long)(o->delay_ms > 0 ? o->delay_ms : 0));
+  snprintf(rp->maxa, sizeof rp->maxa, "%d",
+           o->max_attempts > 0 ? o->max_attempts : OQ_DEFAULT_MAX_ATTEMPTS);
+  return OQ_OK;
+}
+
+static const char *queue_of(const oq_enqueue_opts *o)
+{
+  return o->queue && *o->queue ? o->queue : OQ_DEFAULT_QUEUE;
+}
+
 static oq_err enqueue_row(oq_db *db, const oq_enqueue_opts *o, char *id_out,
                           oq_enqueue_status *status)
 {
@@ -33,22 +57,13 @@ static oq_err enqueue_row(oq_db *db, const oq_enqueue_opts *o, char *id_out,
   id_out[0] = '\0';
   if (status)
     *status = OQ_ENQUEUED;
-  if (o->max_attempts < 0)
-    return oq__db_fail(db, OQ_ERR_INVALID, NULL,
-                       "max_attempts must be positive (got %d)",
-                       o->max_attempts);
-  char prio[16], delay[24], maxa[16];
-  snprintf(prio, sizeof prio, "%d", o->priority);
-  snprintf(delay, sizeof delay, "%lld",
-           (long long)(o->delay_ms > 0 ? o->delay_ms : 0));
-  snprintf(maxa, sizeof maxa, "%d",
-           o->max_attempts > 0 ? o->max_attempts : OQ_DEFAULT_MAX_ATTEMPTS);
-  const char *params[7] = {o->queue && *o->queue ? o->queue : OQ_DEFAULT_QUEUE,
-                           o->payload ? o->payload : "{}",
-                           prio,
-                           o->run_at,
-                           delay,
-                           maxa,
+  row_params rp;
+  oq_err e0 = check_opts(db, o, &rp);
+  if (e0 != OQ_OK)
+    return e0;
+  const char *params[7] = {queue_of(o),  o->payload ? o->payload : "{}",
+                           rp.prio,      o->run_at,
+                           rp.delay,     rp.maxa,
                            o->unique_key};
   oq_engine eng = oq_db_engine(db);
   /* If the key's holder is acknowledged between our INSERT and SELECT the
@@ -101,4 +116,21 @@ oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *o, char *id_out,
   const char *params[1] = {id_out};
   return oq_db_exec(db, oq__sql(oq_db_engine(db), OQ__SQL_ENQUEUE_KEEP_RESULT),
                     1, params, NULL);
+}
+
+oq_err oq_enqueue_many(oq_db *db, const oq_enqueue_opts *o,
+                       const char *payloads, const char *key_field,
+                       oq_row_fn on_row, void *ud)
+{
+  static const oq_enqueue_opts none = {0};
+  if (!o)
+    o = &none;
+  row_params rp;
+  oq_err e = check_opts(db, o, &rp);
+  if (e != OQ_OK)
+    return e;
+  const char *params[7] = {payloads, queue_of(o), rp.prio,  o->run_at,
+                           rp.delay, rp.maxa,     key_field};
+  return oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_ENQUEUE_MANY), 7,
+                     params, on_row, ud);
 }

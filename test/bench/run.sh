@@ -272,8 +272,10 @@ count_items() { q "SELECT count(*) FROM onceq_items"; }
 #              folded into one array for \gset ('{}' when nothing was
 #              claimed: its elements are then NULL and the acks touch
 #              nothing)
-#   ack        $1 item, $2 session
-#   ack_batch  $1 items, $2 session
+#   ack        $1 item, $2 session; $3 no result, $4 no history, $5 not cut
+#   ack_batch  $1 items, $2 session; $3 no results, $4 no history, $5 no
+#              cut flags (what the worker sends for items that keep no
+#              result, with history off)
 sql_of() {
   local out
   out=$("$TOOL" sql "$1") || die "bench_tool sql $1 failed"
@@ -300,14 +302,16 @@ CLAIM_SQL="${LIB_CLAIM% SELECT id, *} SELECT coalesce(array_agg(id ORDER BY prio
     echo "BEGIN;"
     echo "INSERT INTO ledger (item_id) SELECT x FROM (SELECT (':ids'::uuid[])[$k] AS x) s WHERE x IS NOT NULL;"
     echo "$(sql_of ack -e "s/\$1::uuid/(':ids'::uuid[])[$k]/g" \
-      -e "s/\$2::uuid/':sess'::uuid/g");"
+      -e "s/\$2::uuid/':sess'::uuid/g" -e "s/\$3::text/NULL::text/g" \
+      -e "s/\$4::bool/false/g" -e "s/\$5::bool/false/g");"
     echo "COMMIT;"
   done
 } >"$WORK/per_item.sql"
 {
   printf '%s\n' "$CLAIM_SQL"
   echo "$(sql_of ack_batch -e "s/\$1::uuid\[\]/':ids'::uuid[]/g" \
-    -e "s/\$2::uuid/':sess'::uuid/g");"
+    -e "s/\$2::uuid/':sess'::uuid/g" -e "s/\$3::text\[\]/NULL::text[]/g" \
+    -e "s/\$4::bool/false/g" -e "s/\$5::bool\[\]/NULL::bool[]/g");"
 } >"$WORK/batched.sql"
 # fail here, not in the middle of the run, when the claim does not wrap
 q "BEGIN; $(sed -e "s/:sess/$SESS/" -e 's/ \\gset$//' <<<"$CLAIM_SQL"); ROLLBACK" \

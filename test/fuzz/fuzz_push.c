@@ -1,15 +1,16 @@
 /*
- * fuzz_push.c: `onceq push`'s reading of stdin (cli/src/cmd_push.c): the
+ * fuzz_push.c: `onceq push`'s reading of stdin (cli/src/push_read.c): the
  * JSON check json_check (cli/src/jsonline.h, on jansson) that every line
  * goes through, with and without --unique-key-field, and the line reader
- * reader_line over the input as a stream. cmd_push.c keeps the reader
- * static, so this file includes it.
+ * push_read_line over the input as a stream.
  */
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
-#include "../../cli/src/cmd_push.c"
 #include "fuzz.h"
+#include "jsonline.h"
+#include "push.h"
 
 /* Feed the input through a pipe (an at most 64 KiB slice: one write) and
  * read it back line by line, checking each line as push does. */
@@ -26,11 +27,11 @@ static void read_lines(const uint8_t *data, size_t size)
     return;
   }
   close(fds[1]);
-  reader r = {.fd = fds[0]};
+  push_reader r = {.fd = fds[0]};
   char *line;
   size_t len, total = 0;
   int rc;
-  while ((rc = reader_line(&r, -1, &line, &len)) == 1) {
+  while ((rc = push_read_line(&r, -1, &line, &len)) == 1) {
     total += len + 1;
     FZ_CHECK(total <= size + 1, "lines stay within the input");
     char err[200];

@@ -23,3 +23,7 @@ oq_add_role_test(it_lib_ack_many_least_priv it_lib_ack_many)
 oq_add_role_test(it_lib_ack_own_row_least_priv it_lib_ack_own_row)
 oq_add_test(it_lib_payload_limit LABEL integration TIMEOUT 60
             SOURCES payload_limit.c)
+# The calls onceq push, cancel and retry and the coordinator's retention
+# make (issue 24: the library owns the queue's writes).
+oq_add_test(it_lib_operator_calls LABEL integration TIMEOUT 60
+            SOURCES operator_calls.c)

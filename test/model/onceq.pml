@@ -386,7 +386,9 @@ end:
 #endif
 
   /* ---- executor + acker: the handler succeeded; the ack transaction
-   * (OQ__SQL_ACK). Allowed in every state: an ack already sent when the
+   * (the ack family in lib/src/dialect.c, ACK_DELETE: OQ__SQL_ACK,
+   * OQ__SQL_ACK_BATCH and OQ__SQL_ACK_MANY share its claim-checked
+   * DELETE, the only step that decides). Allowed in every state: an ack already sent when the
    * fence falls may still commit, and safety must not depend on it. ---- */
   :: atomic {
       (held[0] || held[1]) ->

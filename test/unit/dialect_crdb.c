@@ -265,13 +265,17 @@ static void test_shared(void)
     ASSERT_NO_WORD_CI(crdb, "LISTEN");
     ASSERT_NO_WORD_CI(crdb, "NOTIFY");
     ASSERT_NO_WORD_CI(crdb, "SKIP LOCKED");
-    ASSERT_NO_WORD_CI(crdb, "MATERIALIZED");
+    /* oq_enqueue_many's MATERIALIZED CTE fixes each element's id before
+     * the insert; CockroachDB accepts the hint (docs "Common Table
+     * Expressions": MATERIALIZED / NOT MATERIALIZED), and `onceq push`
+     * sent this text to both engines before it moved into the library */
+    if (s != OQ__SQL_ENQUEUE_MANY)
+      ASSERT_NO_WORD_CI(crdb, "MATERIALIZED");
     ASSERT_NOT_CONTAINS_CI(crdb, "::regclass");
   }
   ASSERT(shared >= 10);
   /* the data-modifying CTEs keep their WITH at the top level */
-  const int ctes[] = {OQ__SQL_ACK_HISTORY, OQ__SQL_ACK_BATCH_HISTORY,
-                      OQ__SQL_FAIL_DEAD, OQ__SQL_REAP_EXHAUSTED};
+  const int ctes[] = {OQ__SQL_FAIL_DEAD, OQ__SQL_REAP_EXHAUSTED};
   for (size_t i = 0; i < sizeof ctes / sizeof ctes[0]; i++) {
     const char *sql = oq__sql(OQ_ENGINE_COCKROACH, (oq__stmt)ctes[i]);
     ASSERT_EQ(strncmp(sql, "WITH d AS (DELETE FROM onceq_items ", 35), 0);

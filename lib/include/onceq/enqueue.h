@@ -57,10 +57,30 @@ OQ_MUST_CHECK oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *opts,
                                 char *id_out, oq_enqueue_status *status);
 
 /*
+ * Insert many items in one statement, in the caller's transaction (the
+ * bulk path of `onceq push`). payloads is one JSON array whose elements
+ * are the items' payloads; the other options come from opts (queue,
+ * priority, delay_ms or run_at, max_attempts; payload, unique_key and
+ * keep_result are not used), the same for every item. key_field (NULL:
+ * none) names the object field whose value is each item's unique key: an
+ * item whose key a live item holds is skipped (ON CONFLICT DO NOTHING).
+ * on_row (may be NULL) is called with (ordinal in the array from 1, new
+ * id) for each item inserted, in array order. Errors come as the server gave
+ * them (SQLSTATE on db; oq_enqueue_too_large tells the payload limit), so a
+ * caller can find the element the server refused.
+ * Blocks: one statement, not retried (your transaction's runner reruns
+ * it); bounded by the deadline.
+ */
+OQ_MUST_CHECK oq_err oq_enqueue_many(oq_db *db, const oq_enqueue_opts *opts,
+                                     const char *payloads,
+                                     const char *key_field, oq_row_fn on_row,
+                                     void *ud);
+
+/*
  * Whether db's last error is the schema refusing a payload over
  * OQ_MAX_PAYLOAD_BYTES (23514 from onceq_items_payload_size: PostgreSQL's
- * trigger names it, CockroachDB's CHECK message shows its expression), for
- * callers that insert rows themselves (`onceq push`'s bulk statement).
+ * trigger names it, CockroachDB's CHECK message shows its expression),
+ * e.g. after oq_enqueue_many, whose errors are the server's own.
  * Blocks: never.
  */
 bool oq_enqueue_too_large(const oq_db *db);
