@@ -32,15 +32,11 @@ struct oq_db {
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
   uint64_t statements;   /* statements sent on this handle, for the tests
                             that count round trips (test_hooks.h) */
-  unsigned claim_turn;   /* per-queue claims: which queue goes first */
-  bool per_queue_claims; /* test hook: claim queue by queue on PG too */
   bool copy_refused;     /* await_result met a COPY: connection closed */
   bool begin_pending;    /* oq_db_transact's BEGIN, not sent yet: it goes
                             with the transaction's first statement */
-  /* items whose ack gave up with an unknown commit outcome (oq_ack and the
-   * batches): the next ack of one reconciles before it runs anything */
-  char (*ambiguous)[OQ_UUID_LEN + 1];
-  size_t n_ambiguous;
+  void *slots[OQ__DB_SLOT__COUNT];        /* other modules' per-connection
+                                             memory (oq__db_slot): freed here */
   char *prepared[OQ__DB_PREPARED_MAX];    /* SQL prepared on this connection
                                              as "oq_p<gen>_<index>"; reset on
                                              connect */
@@ -184,19 +180,9 @@ uint64_t *oq__db_rng(oq_db *db)
   return &db->rng;
 }
 
-unsigned oq__db_claim_turn(oq_db *db)
+void **oq__db_slot(oq_db *db, oq__db_slot_id id)
 {
-  return db->claim_turn++;
-}
-
-bool oq__db_per_queue_claims(const oq_db *db)
-{
-  return db->per_queue_claims || !oq_db_traits(db)->multi_queue_claim;
-}
-
-void oq__db_force_per_queue_claims(oq_db *db, bool on)
-{
-  db->per_queue_claims = on;
+  return &db->slots[id];
 }
 
 const oq_db_opts *oq__db_opts(const oq_db *db)
@@ -207,43 +193,6 @@ const oq_db_opts *oq__db_opts(const oq_db *db)
 void oq__db_count_restart(oq_db *db)
 {
   db->restarts++;
-}
-
-/* At most this many remembered (the oldest forgotten first): a forgotten
- * unknown outcome is only reported as lost instead of done, never
- * acknowledged twice (the claim check decides that). Small, because every
- * ack of a batch looks its items up here. */
-#define OQ__DB_AMBIGUOUS_MAX 256
-
-void oq__db_set_ambiguous(oq_db *db, const char *item_id)
-{
-  for (size_t i = 0; i < db->n_ambiguous; i++)
-    if (strcmp(db->ambiguous[i], item_id) == 0)
-      return;
-  if (db->n_ambiguous >= OQ__DB_AMBIGUOUS_MAX) {
-    memmove(db->ambiguous[0], db->ambiguous[1],
-            (db->n_ambiguous - 1) * sizeof *db->ambiguous);
-    db->n_ambiguous--;
-  }
-  void *p =
-      realloc(db->ambiguous, (db->n_ambiguous + 1) * sizeof *db->ambiguous);
-  if (!p)
-    return;
-  db->ambiguous = p;
-  snprintf(db->ambiguous[db->n_ambiguous++], sizeof *db->ambiguous, "%s",
-           item_id);
-}
-
-bool oq__db_take_ambiguous(oq_db *db, const char *item_id)
-{
-  for (size_t i = 0; i < db->n_ambiguous; i++)
-    if (strcmp(db->ambiguous[i], item_id) == 0) {
-      memmove(db->ambiguous[i], db->ambiguous[i + 1],
-              (db->n_ambiguous - i - 1) * sizeof *db->ambiguous);
-      db->n_ambiguous--;
-      return true;
-    }
-  return false;
 }
 
 static PGresult *await_result(oq_db *db, bool *timed_out);
@@ -504,7 +453,8 @@ void oq_db_close(oq_db *db)
   if (db->conn)
     PQfinish(db->conn);
   oq__db_forget_prepared(db);
-  free(db->ambiguous);
+  for (int i = 0; i < OQ__DB_SLOT__COUNT; i++)
+    free(db->slots[i]);
   free(db->conninfo);
   free(db->app_name);
   free(db->secrets[0]);
@@ -555,7 +505,7 @@ static oq_err fail_from_result(oq_db *db, PGresult *res, const char *what)
   if (db->copy_refused) {
     db->copy_refused = false;
     return oq__db_fail(
-        db, OQ_ERR_SQL, "0A000",
+        db, OQ_ERR_SQL, oq__sqlstate_code(OQ__SQLSTATE_FEATURE_NOT_SUPPORTED),
         "%s: COPY ... FROM STDIN / TO STDOUT is not supported "
         "(nothing would feed or read its data); the connection "
         "was closed. Use INSERT/SELECT, or COPY to a server file",
@@ -639,6 +589,33 @@ static PGresult *exec_simple(oq_db *db, const char *sql, bool *timed_out)
   if (!PQsendQuery(db->conn, sql))
     return NULL;
   return await_result(db, timed_out);
+}
+
+/* Row row of res as JSON (rowjson.c formats; the row is taken out of the
+ * result here, where libpq lives). NULL: no such row, or out of memory. */
+char *oq__pgresult_row_json(const struct pg_result *res, int row)
+{
+  if (!res || row < 0 || row >= PQntuples(res))
+    return NULL;
+  int ncols = PQnfields(res);
+  size_t n = ncols > 0 ? (size_t)ncols : 1;
+  const char **names = malloc(n * sizeof *names);
+  const char **vals = malloc(n * sizeof *vals);
+  unsigned int *types = malloc(n * sizeof *types);
+  char *json = NULL;
+  if (!names || !vals || !types)
+    goto out;
+  for (int c = 0; c < ncols; c++) {
+    names[c] = PQfname(res, c);
+    types[c] = (unsigned int)PQftype(res, c);
+    vals[c] = PQgetisnull(res, row, c) ? NULL : PQgetvalue(res, row, c);
+  }
+  json = oq__row_json(ncols, names, types, vals);
+out:
+  free(names);
+  free(vals);
+  free(types);
+  return json;
 }
 
 /* Count of rows a command affected (PQcmdTuples), or -1 when unknown. */
@@ -815,7 +792,7 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
     e = fail_from_result(db, res, "query failed");
     if (prepared && name[0] && e != OQ_ERR_CONN &&
         oq__sqlstate_prepared_gone(db->sqlstate)) {
-      if (strcmp(db->sqlstate, "26000") == 0)
+      if (oq__sqlstate_is(db->sqlstate, OQ__SQLSTATE_INVALID_STATEMENT_NAME))
         oq__db_vanished(db);
       e = lost_prepared(db);
     }
@@ -1406,7 +1383,8 @@ static oq_err describe_cols(oq_db *db, const char *name, int *cols)
   if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
     e = fail_from_result(db, res, "describe failed");
     /* prepared a round trip ago, gone now: a transaction pooler */
-    if (e != OQ_ERR_CONN && strcmp(db->sqlstate, "26000") == 0) {
+    if (e != OQ_ERR_CONN &&
+        oq__sqlstate_is(db->sqlstate, OQ__SQLSTATE_INVALID_STATEMENT_NAME)) {
       oq__db_vanished(db);
       e = lost_prepared(db);
     }
@@ -1574,7 +1552,8 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
     prepared_name(db, slot, sql_dealloc + strlen(sql_dealloc),
                   sizeof sql_dealloc - strlen(sql_dealloc));
     oq_err e = oq__db_simple(db, sql_dealloc);
-    if (e != OQ_OK && strcmp(db->sqlstate, "26000") != 0)
+    if (e != OQ_OK &&
+        !oq__sqlstate_is(db->sqlstate, OQ__SQLSTATE_INVALID_STATEMENT_NAME))
       return e; /* 26000: already gone, the slot is free all the same */
     free(db->prepared[slot]);
     db->prepared[slot] = NULL;
@@ -1596,7 +1575,8 @@ static oq_err prepare_once(oq_db *db, const char *sql, int nparams,
     /* only 42P05 (a name of ours left on the server) is ours to fix: a
      * 0A000 from Parse is a statement the server cannot run at all, which
      * no retry mends */
-    if (e != OQ_ERR_CONN && strcmp(db->sqlstate, "42P05") == 0)
+    if (e != OQ_ERR_CONN &&
+        oq__sqlstate_is(db->sqlstate, OQ__SQLSTATE_DUPLICATE_PREPARED))
       e = lost_prepared(db);
   }
   PQclear(res);

@@ -26,6 +26,20 @@ bool oq__sqlstate_is_restart(const char *sqlstate);
  * result type"), or its name is taken: forget them and prepare again
  * (prepare_once acts on 42P05 only: its 0A000 means "not supported"). */
 bool oq__sqlstate_prepared_gone(const char *sqlstate);
+/* The codes modules outside the table compare with or report, by name (the
+ * text lives in sqlstate.c only; the style lint checks it). */
+typedef enum oq__sqlstate_name {
+  OQ__SQLSTATE_FEATURE_NOT_SUPPORTED,  /* 0A000 */
+  OQ__SQLSTATE_INVALID_STATEMENT_NAME, /* 26000: no such prepared stmt */
+  OQ__SQLSTATE_DUPLICATE_PREPARED,     /* 42P05: the name is taken */
+  OQ__SQLSTATE_FOREIGN_KEY_VIOLATION,  /* 23503 */
+  OQ__SQLSTATE_DIVISION_BY_ZERO,       /* 22012 */
+  OQ__SQLSTATE__COUNT
+} oq__sqlstate_name;
+/* The five characters of name ("" for a value out of range). */
+const char *oq__sqlstate_code(oq__sqlstate_name name);
+/* Whether sqlstate (may be NULL) is name. */
+bool oq__sqlstate_is(const char *sqlstate, oq__sqlstate_name name);
 
 /* ---- db.c: error setter and internals other modules use --------------- */
 
@@ -146,11 +160,16 @@ OQ_MUST_CHECK oq_err oq__db_describe_unnamed(oq_db *db, const char *sql,
 /* Count a transaction restart taken outside oq_db_transact (metrics). */
 void oq__db_count_restart(oq_db *db);
 
-/* oq_ack gave up on item_id with OQ_ERR_AMBIGUOUS: remember it, so the
- * next oq_ack of that item on this db reconciles first. take() returns
- * whether item_id was the one remembered, and forgets it. */
-void oq__db_set_ambiguous(oq_db *db, const char *item_id);
-bool oq__db_take_ambiguous(oq_db *db, const char *item_id);
+/* Per-connection memory other modules keep on a db (a db belongs to one
+ * thread): each module owns its slot's contents, allocates it on first use
+ * as one free()-able block, and db frees it when closed. */
+typedef enum oq__db_slot_id {
+  OQ__DB_SLOT_CLAIM, /* claim.c: which queue goes first, the test hook */
+  OQ__DB_SLOT_ACK,   /* ack.c: items whose ack ended ambiguous */
+  OQ__DB_SLOT__COUNT
+} oq__db_slot_id;
+/* The slot id of db (never NULL; *slot NULL until the module sets it). */
+void **oq__db_slot(oq_db *db, oq__db_slot_id id);
 
 /* ---- session.c --------------------------------------------------------- */
 
@@ -231,6 +250,14 @@ char *oq__text_array(const char *const *elems, size_t n);
  * attempt, for oq_fail) with a message that says so and how to fix it. */
 oq_err oq__touched_own_row(oq_db *db, const char *item);
 
+/* ---- ack.c: acks whose commit outcome is unknown --------------------- */
+
+/* oq_ack (or a batch) gave up on item_id with OQ_ERR_AMBIGUOUS: remember
+ * it, so the next ack of that item on this db reconciles first. take()
+ * returns whether item_id was remembered, and forgets it. */
+void oq__ack_set_ambiguous(oq_db *db, const char *item_id);
+bool oq__ack_take_ambiguous(oq_db *db, const char *item_id);
+
 /* ---- ack.c: results (schema v3) -------------------------------------- */
 
 /* A copy of result cut past what the ack statements keep (they bound it to
@@ -247,11 +274,18 @@ char *oq__flags_array(const bool *flags, bool all, size_t n);
 
 /* ---- rowjson.c -------------------------------------------------------- */
 
+/* One row as a JSON object text ({"col": value, ...}; rowjson.c has the
+ * type rules), for the result a --sql handler keeps: ncols columns with
+ * their names, type oids and texts (vals[c] NULL: SQL NULL). malloc'd (free
+ * with free()); NULL when out of memory. */
+char *oq__row_json(int ncols, const char *const *names,
+                   const unsigned int *types, const char *const *vals);
+
+/* ---- db.c: a result row as JSON --------------------------------------- */
+
 struct pg_result;
-/* Row row of a finished result as a JSON object text ({"col": value, ...};
- * rowjson.c has the type rules), for the result a --sql handler keeps.
- * malloc'd (free with free()); NULL when row does not exist or out of
- * memory. */
+/* Row row of a finished result through oq__row_json. NULL when row does
+ * not exist or out of memory. */
 char *oq__pgresult_row_json(const struct pg_result *res, int row);
 
 /* ---- claim.c ------------------------------------------------------- */
@@ -259,11 +293,11 @@ char *oq__pgresult_row_json(const struct pg_result *res, int row);
 /* Whether a multi-queue claim on db runs one statement per queue (on
  * CockroachDB, or when forced), and which queue goes first this time (it
  * moves on by one per call; a db belongs to one thread). */
-bool oq__db_per_queue_claims(const oq_db *db);
-unsigned oq__db_claim_turn(oq_db *db);
+bool oq__claim_per_queue(oq_db *db);
+unsigned oq__claim_turn(oq_db *db);
 /* Test hook: claim queue by queue on PostgreSQL too, so a real server
  * exercises that loop. */
-void oq__db_force_per_queue_claims(oq_db *db, bool on);
+void oq__claim_force_per_queue(oq_db *db, bool on);
 
 /* ---- partition.c / claim.c: partitioned claims ------------------------ */
 
