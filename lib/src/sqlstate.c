@@ -15,7 +15,8 @@
  * message supplies 4 parameters, but prepared statement requires 5") is the
  * statement's fault and happens again on every connection, so it is
  * OQ_ERR_SQL; so is any class-08 code not listed. A connection that really
- * broke is caught by db.c from libpq's CONNECTION_BAD whatever the SQLSTATE.
+ * broke is caught by db_conn.c from libpq's CONNECTION_BAD whatever the
+ * SQLSTATE.
  *
  * References: PostgreSQL "Appendix A. Error Codes"; CockroachDB reports
  * "restart transaction" errors as 40001 and ambiguous results as 40003
