@@ -618,17 +618,7 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
     PQclear(begin);
   }
   /* the Sync's answer, then back to one statement at a time */
-  uint64_t until =
-      db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
-  bool synced = false;
-  while (!synced && oq__db_wait_readable(db, until, timed_out)) {
-    PGresult *r = PQgetResult(db->conn);
-    if (!r && PQstatus(db->conn) == CONNECTION_BAD)
-      break;
-    synced = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
-    PQclear(r);
-  }
-  if (!synced || !PQexitPipelineMode(db->conn)) {
+  if (!oq__db_pipeline_end(db, timed_out)) {
     PQclear(res);
     oq__db_give_up(db);
     return NULL;

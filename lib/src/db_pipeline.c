@@ -249,6 +249,28 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
 }
 
 /*
+ * End a short pipeline whose results were read: wait (within the deadline)
+ * for the Sync's answer and leave pipeline mode. false when that failed;
+ * the caller gives the connection up (oq__db_give_up). For the pipelines
+ * of a fixed few messages: a statement with its BEGIN (db_conn.c,
+ * send_and_await) and Parse+Describe (oq__db_describe_unnamed).
+ */
+bool oq__db_pipeline_end(oq_db *db, bool *timed_out)
+{
+  uint64_t until =
+      db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
+  bool synced = false;
+  while (!synced && oq__db_wait_readable(db, until, timed_out)) {
+    PGresult *r = PQgetResult(db->conn);
+    if (!r && PQstatus(db->conn) == CONNECTION_BAD)
+      break;
+    synced = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    PQclear(r);
+  }
+  return synced && PQexitPipelineMode(db->conn);
+}
+
+/*
  * Parse sql as the unnamed statement and describe it, in one pipeline (one
  * Sync): behind a transaction pooler both messages then reach the same
  * server connection, which separate round trips do not promise. *nparams
@@ -283,17 +305,7 @@ oq_err oq__db_describe_unnamed(oq_db *db, const char *sql, int nparams,
     PQclear(described);
     return timed_out ? oq__db_deadline_passed(db, what) : db->last;
   }
-  uint64_t until =
-      db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
-  bool synced = false;
-  while (!synced && oq__db_wait_readable(db, until, &timed_out)) {
-    PGresult *r = PQgetResult(db->conn);
-    if (!r && PQstatus(db->conn) == CONNECTION_BAD)
-      break;
-    synced = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
-    PQclear(r);
-  }
-  if (!synced || !PQexitPipelineMode(db->conn)) {
+  if (!oq__db_pipeline_end(db, &timed_out)) {
     PQclear(parsed);
     PQclear(described);
     oq__db_give_up(db);

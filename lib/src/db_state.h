@@ -143,6 +143,12 @@ oq_err oq__db_run(oq_db *db, const char *sql, int nparams,
                   oq_row_fn fn, void *ud, long *affected, char **row_json,
                   bool prepared);
 
+/* ---- db_pipeline.c ----------------------------------------------------- */
+
+/* Wait for a short pipeline's Sync and leave pipeline mode; false: failed
+ * (the caller gives the connection up). */
+bool oq__db_pipeline_end(oq_db *db, bool *timed_out);
+
 /* ---- db_prepared.c ----------------------------------------------------- */
 
 /* oq__db_prepare_once with the failure's wording `what`. */
