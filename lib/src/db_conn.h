@@ -38,6 +38,10 @@ const oq_retry_policy *oq__db_policy(const oq_db *db);
 uint64_t *oq__db_rng(oq_db *db);
 /* Connection options a thread can copy to open its own connection. */
 const oq_db_opts *oq__db_opts(const oq_db *db);
+/* Forget the statements prepared on the connection: a new connection has
+ * none, and one that lost them (26000) or refuses them must not be told
+ * their names again (the cache prepares under new ones). */
+void oq__db_forget_prepared(oq_db *db);
 /* Count a transaction restart taken outside oq_db_transact (metrics). */
 void oq__db_count_restart(oq_db *db);
 

@@ -11,20 +11,6 @@
 
 #include "db_state.h"
 
-/* Prepared statements live on the server connection: a new one has none. */
-void oq__db_forget_prepared(oq_db *db)
-{
-  for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
-    free(db->prep.sql[i]);
-    db->prep.sql[i] = NULL;
-  }
-  /* new names from here: the server may still hold the old ones (a
-   * forgotten set after 0A000), or have lost them (26000) */
-  db->prep.gen++;
-  db->prep.next = 0;
-  db->prep.last = -1;
-}
-
 static void prepared_name(const oq_db *db, int slot, char *name, size_t len)
 {
   snprintf(name, len, "oq_p%08x_%u_%d", db->prep.nonce, db->prep.gen, slot);
@@ -44,14 +30,6 @@ oq_err oq__db_lost_prepared(oq_db *db)
                      "%s (a prepared statement was lost; it is prepared again "
                      "on the next try)",
                      msg);
-}
-
-oq_err oq__db_query_prepared(oq_db *db, const char *sql, int nparams,
-                             const char *const *params, oq_row_fn fn, void *ud,
-                             long *affected)
-{
-  return oq__db_run(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
-                    true);
 }
 
 oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,

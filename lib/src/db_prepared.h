@@ -26,18 +26,9 @@ oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
                            const unsigned int *types, char *name,
                            size_t namelen, int *ncols);
 
-/* Forget what oq__db_prepare_once prepared (the server lost it: 26000). */
-void oq__db_forget_prepared(oq_db *db);
-
 /* A statement of ours vanished before its Bind (26000): a transaction
  * pooler is in the way; db runs unnamed statements from now on, on every
  * reconnect too, and logs so once. */
 void oq__db_vanished(oq_db *db);
-
-/* One statement through the cache (see oq__db_query_prepared_retry in
- * db_tx.h for the retrying form). */
-oq_err oq__db_query_prepared(oq_db *db, const char *sql, int nparams,
-                             const char *const *params, oq_row_fn fn, void *ud,
-                             long *affected);
 
 #endif

@@ -3,11 +3,15 @@
  * by the four connection files and nothing else (the only header besides
  * them that names libpq):
  *
- *   db_conn.c      the connection: open, close, reconnect, errors, one
- *                  statement's round trip, LISTEN/NOTIFY
+ *   db_conn.c      the connection: open, close, reconnect, errors, the
+ *                  round trip (send, await within the deadline),
+ *                  LISTEN/NOTIFY
  *   db_pipeline.c  pipelines: many statements under one Sync
  *   db_prepared.c  the prepared-statement cache
- *   db_tx.c        the transaction runner and the restart retries
+ *   db_tx.c        statements and transactions: oq_db_exec/query, the
+ *                  transaction runner, the restart retries
+ *
+ * Each file uses only those listed above it (no circle).
  *
  * The connection's state is four small enums instead of flags, each value
  * commented with the file that moves a connection into it (after pg_cron's
@@ -136,12 +140,9 @@ PGresult *oq__db_exec_simple(oq_db *db, const char *sql, bool *timed_out);
 long oq__db_affected_rows(PGresult *res);
 /* Drop a connection left unusable, keeping libpq's reason (OQ_ERR_CONN). */
 void oq__db_give_up(oq_db *db);
-/* One statement, answered: the body of oq_db_exec/query and the retries.
- * prepared: through the cache (oq__db_prepare_as). */
-oq_err oq__db_run(oq_db *db, const char *sql, int nparams,
-                  const unsigned int *types, const char *const *params,
-                  oq_row_fn fn, void *ud, long *affected, char **row_json,
-                  bool prepared);
+/* Send an owed BEGIN on its own, for the calls that cannot carry it (the
+ * simple protocol, the pipelines). OQ_OK when none is owed. */
+oq_err oq__db_flush_begin(oq_db *db);
 
 /* ---- db_pipeline.c ----------------------------------------------------- */
 
@@ -158,11 +159,5 @@ oq_err oq__db_prepare_as(oq_db *db, const char *sql, int nparams,
 /* Our prepared statements went away or no longer fit: forget them and
  * make the failure on db a restart (OQ_ERR_RETRY). */
 oq_err oq__db_lost_prepared(oq_db *db);
-
-/* ---- db_tx.c ----------------------------------------------------------- */
-
-/* Send an owed BEGIN on its own, for the calls that cannot carry it (the
- * simple protocol, the pipelines). OQ_OK when none is owed. */
-oq_err oq__db_flush_begin(oq_db *db);
 
 #endif

@@ -27,6 +27,9 @@ oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
  * once (a 1-row claim: about 1 ms less, measured in docs/benchmarks.md).
  * A Parse error fails as "query failed", like the unprepared call.
  */
+oq_err oq__db_query_prepared(oq_db *db, const char *sql, int nparams,
+                             const char *const *params, oq_row_fn fn, void *ud,
+                             long *affected);
 oq_err oq__db_query_prepared_retry(oq_db *db, const char *sql, int nparams,
                                    const char *const *params, oq_row_fn fn,
                                    void *ud, long *affected);
