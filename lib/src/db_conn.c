@@ -1,9 +1,10 @@
 /*
  * db_conn.c: the connection (oq_db): opening, closing and reconnecting it,
  * the error details every module reports through (one setter,
- * oq__db_fail), one statement's round trip within the deadline, and
- * LISTEN/NOTIFY. With db_pipeline.c, db_prepared.c and db_tx.c, the only
- * code that talks to libpq (db_state.h: the connection's states).
+ * oq__db_fail), the round trip within the deadline (send, await, the
+ * owed BEGIN sent alone), and LISTEN/NOTIFY. With db_pipeline.c, db_prepared.c
+ * and db_tx.c, the only code that talks to libpq (db_state.h: the connection's
+ * states).
  *
  * Terms: see db.h (restart, ambiguous commit). A connection is "bad" once
  * libpq says CONNECTION_BAD; any error on a bad connection is OQ_ERR_CONN

@@ -252,7 +252,7 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
  * End a short pipeline whose results were read: wait (within the deadline)
  * for the Sync's answer and leave pipeline mode. false when that failed;
  * the caller gives the connection up (oq__db_give_up). For the pipelines
- * of a fixed few messages: a statement with its BEGIN (db_conn.c,
+ * of a fixed few messages: a statement with its BEGIN (db_tx.c,
  * send_and_await) and Parse+Describe (oq__db_describe_unnamed).
  */
 bool oq__db_pipeline_end(oq_db *db, bool *timed_out)

@@ -43,11 +43,11 @@ typedef enum oq__db_link {
  * to say (PQtransactionStatus); this is only what we still owe it. */
 typedef enum oq__db_tx {
   OQ__DB_TX_NONE,      /* no BEGIN owed: outside oq_db_transact, or its
-                          BEGIN was sent (db_conn.c send_and_await, db_tx.c
-                          oq__db_flush_begin, commit, rollback) */
+                          BEGIN was sent (db_tx.c send_and_await, commit,
+                          rollback; db_conn.c oq__db_flush_begin) */
   OQ__DB_TX_BEGIN_OWED /* oq_db_transact began (db_tx.c): the BEGIN goes with
                           the transaction's first statement, in the same
-                          round trip (db_conn.c send_and_await), or alone
+                          round trip (db_tx.c send_and_await), or alone
                           before the calls that cannot carry it (simple
                           protocol, pipelines: oq__db_flush_begin); a
                           transaction that sent nothing commits nothing */
@@ -57,7 +57,7 @@ typedef enum oq__db_tx {
 typedef enum oq__db_begin {
   OQ__DB_BEGIN_WITH_FIRST, /* with the first statement (the default) */
   OQ__DB_BEGIN_AT_ONCE     /* oq_db_pgconn handed the raw connection out
-                              (db_tx.c): raw libpq may come first, so every
+                              (db_conn.c): raw libpq may come first, so every
                               BEGIN goes at once */
 } oq__db_begin;
 
