@@ -24,6 +24,52 @@ typedef struct ack_ctx {
   const oq_ack_opts *opts;
 } ack_ctx;
 
+/* At most this many remembered (the oldest forgotten first): a forgotten
+ * unknown outcome is only reported as lost instead of done, never
+ * acknowledged twice (the claim check decides that). Small, because every
+ * ack of a batch looks its items up here. */
+#define AMBIGUOUS_MAX 256
+
+/* ack.c's memory on each connection (oq__db_slot): the items whose ack
+ * gave up with an unknown commit outcome (oq_ack and the batches), oldest
+ * first; one allocation. */
+typedef struct ack_memory {
+  size_t n;
+  char ids[AMBIGUOUS_MAX][OQ_UUID_LEN + 1];
+} ack_memory;
+
+void oq__ack_set_ambiguous(oq_db *db, const char *item_id)
+{
+  void **slot = oq__db_slot(db, OQ__DB_SLOT_ACK);
+  if (!*slot)
+    *slot = calloc(1, sizeof(ack_memory));
+  ack_memory *m = *slot;
+  if (!m)
+    return;
+  for (size_t i = 0; i < m->n; i++)
+    if (strcmp(m->ids[i], item_id) == 0)
+      return;
+  if (m->n >= AMBIGUOUS_MAX) {
+    memmove(m->ids[0], m->ids[1], (m->n - 1) * sizeof m->ids[0]);
+    m->n--;
+  }
+  snprintf(m->ids[m->n++], sizeof m->ids[0], "%s", item_id);
+}
+
+bool oq__ack_take_ambiguous(oq_db *db, const char *item_id)
+{
+  ack_memory *m = *oq__db_slot(db, OQ__DB_SLOT_ACK);
+  if (!m)
+    return false;
+  for (size_t i = 0; i < m->n; i++)
+    if (strcmp(m->ids[i], item_id) == 0) {
+      memmove(m->ids[i], m->ids[i + 1], (m->n - i - 1) * sizeof m->ids[0]);
+      m->n--;
+      return true;
+    }
+  return false;
+}
+
 static oq_err claim_lost(oq_db *db, const char *item, const char *session)
 {
   return oq__db_fail(db, OQ_ERR_CLAIM_LOST, NULL,
@@ -139,7 +185,7 @@ oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item, oq_ack_fn fn,
   uint64_t start = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
   /* called again after OQ_ERR_AMBIGUOUS for this item: reconcile before
    * anything runs again (ack.h) */
-  bool ambiguous = oq__db_take_ambiguous(db, item->id);
+  bool ambiguous = oq__ack_take_ambiguous(db, item->id);
   oq_err e = OQ_OK;
   if (reconciled)
     *reconciled = false;
@@ -207,7 +253,7 @@ oq_err oq_ack(oq_db *db, const oq_session *s, const oq_item *item, oq_ack_fn fn,
   }
 give_up:
   if (ambiguous) {
-    oq__db_set_ambiguous(db, item->id);
+    oq__ack_set_ambiguous(db, item->id);
     return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
                        "ack of item %s: commit outcome still unknown (%s); "
                        "call oq_ack again once the database is reachable",

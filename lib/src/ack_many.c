@@ -359,7 +359,7 @@ static oq_err run_many(many *b, round_fn round)
   /* an earlier call gave up on some of these with the outcome unknown:
    * reconcile before anything runs again (ack.h, "called again") */
   for (size_t i = 0; i < b->n; i++)
-    if (oq__db_take_ambiguous(db, b->items[i].id))
+    if (oq__ack_take_ambiguous(db, b->items[i].id))
       ambiguous = was_ambiguous = true;
   for (int attempt = 1;; attempt++) {
     b->m = 0;
@@ -402,7 +402,8 @@ static oq_err run_many(many *b, round_fn round)
     /* our prepared statements went away or no longer fit: prepare again
      * and rerun */
     if (oq__sqlstate_prepared_gone(oq_db_sqlstate(db))) {
-      if (strcmp(oq_db_sqlstate(db), "26000") == 0)
+      if (oq__sqlstate_is(oq_db_sqlstate(db),
+                          OQ__SQLSTATE_INVALID_STATEMENT_NAME))
         oq__db_vanished(db);
       oq__db_forget_prepared(db);
       goto again;
@@ -420,7 +421,8 @@ static oq_err run_many(many *b, round_fn round)
       snprintf(r->error, sizeof r->error, "%s", oq_db_errmsg(db));
       continue; /* the others, without it, at once */
     }
-    if (b->failed == (long)b->m && strcmp(oq_db_sqlstate(db), "22012") == 0) {
+    if (b->failed == (long)b->m &&
+        oq__sqlstate_is(oq_db_sqlstate(db), OQ__SQLSTATE_DIVISION_BY_ZERO)) {
       size_t before = b->m;
       e = settle_from_db(b, was_ambiguous);
       if (e != OQ_OK)
@@ -471,7 +473,7 @@ static oq_err run_many(many *b, round_fn round)
   if (e != OQ_OK && was_ambiguous)
     for (size_t i = 0; i < b->n; i++)
       if (b->res[i].verdict == OQ_ACK_PENDING)
-        oq__db_set_ambiguous(db, b->items[i].id);
+        oq__ack_set_ambiguous(db, b->items[i].id);
   if (e != OQ_OK && ambiguous) {
     return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL,
                        "batch ack: commit outcome still unknown (%s); call "

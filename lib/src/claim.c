@@ -80,11 +80,13 @@ static oq_err claim_precheck(oq_db *db, const oq_session *s,
 /* A claim statement failing with 23503 means our session row is gone. */
 static oq_err session_gone(oq_db *db, const oq_session *s, oq_err e)
 {
-  if (e == OQ_ERR_SQL && strcmp(oq_db_sqlstate(db), "23503") == 0) {
+  if (e == OQ_ERR_SQL &&
+      oq__sqlstate_is(oq_db_sqlstate(db), OQ__SQLSTATE_FOREIGN_KEY_VIOLATION)) {
     /* foreign_key_violation: our session row is gone; the library marks
      * its own session, so callers branch on the code alone */
     oq__session_mark_lost(s);
-    return oq__db_fail(db, OQ_ERR_SESSION_LOST, "23503",
+    return oq__db_fail(db, OQ_ERR_SESSION_LOST,
+                       oq__sqlstate_code(OQ__SQLSTATE_FOREIGN_KEY_VIOLATION),
                        "session %s no longer exists (reaped); open a new "
                        "session",
                        oq_session_id(s));
@@ -120,16 +122,50 @@ static oq_err claim_stmt(oq_db *db, const oq_session *s, const char *qarr,
  * cannot starve the others. PostgreSQL's LATERAL claim already walks the
  * index per queue in one statement.
  */
+/* claim.c's memory on each connection (oq__db_slot). */
+typedef struct claim_memory {
+  unsigned turn;  /* per-queue claims: which queue goes first */
+  bool per_queue; /* test hook: claim queue by queue on PG too */
+} claim_memory;
+
+/* NULL when out of memory: the first queue goes first, nothing forced. */
+static claim_memory *memory(oq_db *db)
+{
+  void **slot = oq__db_slot(db, OQ__DB_SLOT_CLAIM);
+  if (!*slot)
+    *slot = calloc(1, sizeof(claim_memory));
+  return *slot;
+}
+
+unsigned oq__claim_turn(oq_db *db)
+{
+  claim_memory *m = memory(db);
+  return m ? m->turn++ : 0;
+}
+
+bool oq__claim_per_queue(oq_db *db)
+{
+  claim_memory *m = memory(db);
+  return (m && m->per_queue) || !oq_db_traits(db)->multi_queue_claim;
+}
+
+void oq__claim_force_per_queue(oq_db *db, bool on)
+{
+  claim_memory *m = memory(db);
+  if (m)
+    m->per_queue = on;
+}
+
 static bool claim_per_queue(oq_db *db, size_t nqueues)
 {
-  return nqueues > 1 && oq__db_per_queue_claims(db);
+  return nqueues > 1 && oq__claim_per_queue(db);
 }
 
 static oq_err claim_each_queue(oq_db *db, const oq_session *s,
                                const char *const *queues, size_t nqueues,
                                claim_acc *acc)
 {
-  size_t first = oq__db_claim_turn(db) % nqueues;
+  size_t first = oq__claim_turn(db) % nqueues;
   oq_err e = OQ_OK;
   for (size_t i = 0; i < nqueues && acc_room(acc) && e == OQ_OK; i++) {
     const char *one[1] = {queues[(first + i) % nqueues]};

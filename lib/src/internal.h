@@ -26,134 +26,27 @@ bool oq__sqlstate_is_restart(const char *sqlstate);
  * result type"), or its name is taken: forget them and prepare again
  * (prepare_once acts on 42P05 only: its 0A000 means "not supported"). */
 bool oq__sqlstate_prepared_gone(const char *sqlstate);
+/* The codes modules outside the table compare with or report, by name (the
+ * text lives in sqlstate.c only; the style lint checks it). */
+typedef enum oq__sqlstate_name {
+  OQ__SQLSTATE_FEATURE_NOT_SUPPORTED,  /* 0A000 */
+  OQ__SQLSTATE_INVALID_STATEMENT_NAME, /* 26000: no such prepared stmt */
+  OQ__SQLSTATE_DUPLICATE_PREPARED,     /* 42P05: the name is taken */
+  OQ__SQLSTATE_FOREIGN_KEY_VIOLATION,  /* 23503 */
+  OQ__SQLSTATE_DIVISION_BY_ZERO,       /* 22012 */
+  OQ__SQLSTATE__COUNT
+} oq__sqlstate_name;
+/* The five characters of name ("" for a value out of range). */
+const char *oq__sqlstate_code(oq__sqlstate_name name);
+/* Whether sqlstate (may be NULL) is name. */
+bool oq__sqlstate_is(const char *sqlstate, oq__sqlstate_name name);
 
-/* ---- db.c: error setter and internals other modules use --------------- */
+/* ---- the connection files (db_state.h says which is which) ----------- */
 
-/* The one error setter: records code, SQLSTATE (may be NULL) and a
- * printf-style message on db, scrubbing the password. Returns code. */
-oq_err oq__db_fail(oq_db *db, oq_err code, const char *sqlstate,
-                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* Clear the error state (called at the start of every operation). */
-void oq__db_clear(oq_db *db);
-/* Run a statement through the simple query protocol (BEGIN/ROLLBACK and
- * migration scripts). */
-oq_err oq__db_simple(oq_db *db, const char *sql);
-/*
- * Run one statement as its own implicit transaction, re-running it on
- * 40001/40P01 per the db's retry policy (claim, heartbeat, reap, batch ack
- * are single statements; on CockroachDB the server retries them too).
- */
-oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
-                          const char *const *params, oq_row_fn fn, void *ud,
-                          long *affected);
-/* Reconnect with backoff until the policy's total time runs out. */
-oq_err oq__db_reconnect_patiently(oq_db *db);
-/* Called once per notification oq__db_notifies consumes: its channel and
- * payload ("" when none), valid during the call only. */
-typedef void (*oq__notify_fn)(void *ud, const char *channel,
-                              const char *payload);
-/* oq_db_wait_notify that hands each notification to fn (may be NULL)
- * instead of throwing its payload away. timeout_ms <= 0 never blocks: it
- * reads what the socket holds and returns. */
-oq_err oq__db_notifies(oq_db *db, int timeout_ms, oq__notify_fn fn, void *ud,
-                       int *notified);
-/* oq_db_set_give_up's function says to stop now: retry loops end at once
- * (as when their time is up) instead of retrying a call nobody waits for. */
-bool oq__db_given_up(oq_db *db);
-/* The db's retry policy and per-connection PRNG state. */
-const oq_retry_policy *oq__db_policy(const oq_db *db);
-uint64_t *oq__db_rng(oq_db *db);
-/* Sleep per the policy's injectable sleep. */
-void oq__policy_sleep(const oq_retry_policy *p, int ms);
-/* Connection options a thread can copy to open its own connection. */
-const oq_db_opts *oq__db_opts(const oq_db *db);
-/* One statement of a pipeline (oq__db_pipeline). */
-typedef struct oq__pstmt {
-  const char *sql;
-  const char *prepared; /* when set: run this prepared statement instead */
-  int nparams;
-  const unsigned int *types; /* may be NULL: infer */
-  const char *const *params;
-  oq_row_fn rows; /* may be NULL: rows discarded */
-  void *ud;
-  char **first_row; /* may be NULL; else out: the first row as JSON
-                       (oq__pgresult_row_json, free()), NULL: no row */
-  /* may be NULL; else called when every earlier statement's results are
-   * in, before this one is sent (its params may depend on them). The
-   * transaction stays open meanwhile: one more round trip, not a commit.
-   * A non-OK return fails the pipeline at this statement. */
-  oq_err (*before)(void *before_ud, struct oq__pstmt *self);
-  void *before_ud;
-  long affected; /* out: rows affected/returned, -1 unknown */
-} oq__pstmt;
-
-/*
- * Send n statements in one pipeline (libpq pipeline mode: one Sync, so one
- * round trip for all of them) and collect their results, each within the
- * connection's deadline. *failed gets the index of the first statement that
- * failed, or -1. Statements after a failure are not run (the server skips
- * them until the Sync). Returns OQ_OK when all succeeded; the first
- * failure's error otherwise (details on db). A connection lost before every
- * result arrived gives OQ_ERR_AMBIGUOUS when no statement had failed yet
- * and the last statement had been sent (it, a COMMIT, may have run), else
- * OQ_ERR_CONN. A statement with a before hook splits the pipeline in two
- * round trips (the Sync only follows the last statement).
- */
-oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed);
-
-/*
- * Prepare sql on db's connection unless it is already (by text), and put
- * its name in name. Statements repeated per item (a batch's handler
- * statement, the claim check) are then parsed and planned once per
- * connection instead of once per item. At most OQ__DB_PREPARED_MAX per
- * connection; a reconnect forgets them. *ncols (may be NULL) gets the
- * number of columns the statement returns (0: no rows, e.g. an INSERT
- * without RETURNING).
- */
-#define OQ__DB_PREPARED_MAX 16
-oq_err oq__db_prepare_once(oq_db *db, const char *sql, int nparams,
-                           const unsigned int *types, char *name,
-                           size_t namelen, int *ncols);
-
-/*
- * oq_db_query and oq__db_query_retry through a statement prepared once per
- * connection (oq__db_prepare_once): for the few library statements that
- * run per claim or per ack, so the server parses and plans them
- * once (a 1-row claim: about 1 ms less, measured in docs/benchmarks.md).
- * A Parse error fails as "query failed", like the unprepared call.
- */
-oq_err oq__db_query_prepared(oq_db *db, const char *sql, int nparams,
-                             const char *const *params, oq_row_fn fn, void *ud,
-                             long *affected);
-oq_err oq__db_query_prepared_retry(oq_db *db, const char *sql, int nparams,
-                                   const char *const *params, oq_row_fn fn,
-                                   void *ud, long *affected);
-
-/* Forget what oq__db_prepare_once prepared (the server lost it: 26000). */
-void oq__db_forget_prepared(oq_db *db);
-
-/* A statement of ours vanished before its Bind (26000): a transaction
- * pooler is in the way; db runs unnamed statements from now on, on every
- * reconnect too, and logs so once. */
-void oq__db_vanished(oq_db *db);
-
-/* Parse sql unnamed and describe it in one pipeline (one Sync, so one
- * server connection even behind a transaction pooler); nothing runs.
- * *nparams_out and *ncols_out may be NULL. `what` heads the error. */
-OQ_MUST_CHECK oq_err oq__db_describe_unnamed(oq_db *db, const char *sql,
-                                             int nparams,
-                                             const unsigned int *types,
-                                             int *nparams_out, int *ncols_out,
-                                             const char *what);
-
-/* Count a transaction restart taken outside oq_db_transact (metrics). */
-void oq__db_count_restart(oq_db *db);
-
-/* oq_ack gave up on item_id with OQ_ERR_AMBIGUOUS: remember it, so the
- * next oq_ack of that item on this db reconciles first. take() returns
- * whether item_id was the one remembered, and forgets it. */
-void oq__db_set_ambiguous(oq_db *db, const char *item_id);
-bool oq__db_take_ambiguous(oq_db *db, const char *item_id);
+#include "db_conn.h"
+#include "db_pipeline.h"
+#include "db_prepared.h"
+#include "db_tx.h"
 
 /* ---- session.c --------------------------------------------------------- */
 
@@ -243,6 +136,14 @@ char *oq__text_array(const char *const *elems, size_t n);
  * attempt, for oq_fail) with a message that says so and how to fix it. */
 oq_err oq__touched_own_row(oq_db *db, const char *item);
 
+/* ---- ack.c: acks whose commit outcome is unknown --------------------- */
+
+/* oq_ack (or a batch) gave up on item_id with OQ_ERR_AMBIGUOUS: remember
+ * it, so the next ack of that item on this db reconciles first. take()
+ * returns whether item_id was remembered, and forgets it. */
+void oq__ack_set_ambiguous(oq_db *db, const char *item_id);
+bool oq__ack_take_ambiguous(oq_db *db, const char *item_id);
+
 /* ---- ack.c: results (schema v3) -------------------------------------- */
 
 /* A copy of result cut past what the ack statements keep (they bound it to
@@ -259,23 +160,23 @@ char *oq__flags_array(const bool *flags, bool all, size_t n);
 
 /* ---- rowjson.c -------------------------------------------------------- */
 
-struct pg_result;
-/* Row row of a finished result as a JSON object text ({"col": value, ...};
- * rowjson.c has the type rules), for the result a --sql handler keeps.
- * malloc'd (free with free()); NULL when row does not exist or out of
- * memory. */
-char *oq__pgresult_row_json(const struct pg_result *res, int row);
+/* One row as a JSON object text ({"col": value, ...}; rowjson.c has the
+ * type rules), for the result a --sql handler keeps: ncols columns with
+ * their names, type oids and texts (vals[c] NULL: SQL NULL). malloc'd (free
+ * with free()); NULL when out of memory. */
+char *oq__row_json(int ncols, const char *const *names,
+                   const unsigned int *types, const char *const *vals);
 
 /* ---- claim.c ------------------------------------------------------- */
 
 /* Whether a multi-queue claim on db runs one statement per queue (on
  * CockroachDB, or when forced), and which queue goes first this time (it
  * moves on by one per call; a db belongs to one thread). */
-bool oq__db_per_queue_claims(const oq_db *db);
-unsigned oq__db_claim_turn(oq_db *db);
+bool oq__claim_per_queue(oq_db *db);
+unsigned oq__claim_turn(oq_db *db);
 /* Test hook: claim queue by queue on PostgreSQL too, so a real server
  * exercises that loop. */
-void oq__db_force_per_queue_claims(oq_db *db, bool on);
+void oq__claim_force_per_queue(oq_db *db, bool on);
 
 /* ---- partition.c / claim.c: partitioned claims ------------------------ */
 
@@ -343,6 +244,8 @@ const oq_engine_traits *oq__engine_traits_pick(oq_engine engine,
                                                bool pooled_conn);
 
 /* ---- backoff.c -------------------------------------------------------- */
+/* Sleep per the policy's injectable sleep. */
+void oq__policy_sleep(const oq_retry_policy *p, int ms);
 uint64_t oq__xorshift64(uint64_t *state);
 uint64_t oq__seed(void);
 

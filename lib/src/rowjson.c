@@ -1,16 +1,15 @@
 /*
  * rowjson.c: one row of a query result as a JSON object, the result a
  * `--sql` handler keeps for its waiters (wait.h: "the first row of the
- * statement as JSON"). A formatter over a finished PGresult: it never
- * touches a connection (db.c stays the one module that talks to the
- * server).
+ * statement as JSON"). A formatter over a row's names, type oids and texts:
+ * it never sees libpq (the connection files, db*.c, take the row out of the
+ * result and call it: oq__pgresult_row_json).
  *
  * Types: bool -> true/false; int2/int4/int8/oid/float4/float8/numeric ->
  * a JSON number (NaN and infinities -> a string); json/jsonb -> the value
  * itself; NULL -> null; everything else -> a JSON string of its text.
  * Keys are the column names, in order (a repeated name repeats).
  */
-#include <libpq-fe.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,24 +92,22 @@ static bool json_number(const char *v)
   return *p >= '0' && *p <= '9';
 }
 
-char *oq__pgresult_row_json(const struct pg_result *res, int row)
+char *oq__row_json(int ncols, const char *const *names,
+                   const unsigned int *types, const char *const *vals)
 {
-  const PGresult *r = res;
-  if (!r || row < 0 || row >= PQntuples(r))
-    return NULL;
   buf b = {0};
   put(&b, "{", 1);
-  for (int c = 0; c < PQnfields(r); c++) {
+  for (int c = 0; c < ncols; c++) {
     if (c)
       put(&b, ", ", 2);
-    put_str(&b, PQfname(r, c) ? PQfname(r, c) : "");
+    put_str(&b, names[c] ? names[c] : "");
     put(&b, ": ", 2);
-    if (PQgetisnull(r, row, c)) {
+    if (!vals[c]) {
       puts_(&b, "null");
       continue;
     }
-    const char *v = PQgetvalue(r, row, c);
-    switch (PQftype(r, c)) {
+    const char *v = vals[c];
+    switch (types[c]) {
     case OID_BOOL:
       puts_(&b, v[0] == 't' ? "true" : "false");
       break;

@@ -15,7 +15,8 @@
  * message supplies 4 parameters, but prepared statement requires 5") is the
  * statement's fault and happens again on every connection, so it is
  * OQ_ERR_SQL; so is any class-08 code not listed. A connection that really
- * broke is caught by db.c from libpq's CONNECTION_BAD whatever the SQLSTATE.
+ * broke is caught by db_conn.c from libpq's CONNECTION_BAD whatever the
+ * SQLSTATE.
  *
  * References: PostgreSQL "Appendix A. Error Codes"; CockroachDB reports
  * "restart transaction" errors as 40001 and ambiguous results as 40003
@@ -43,6 +44,11 @@
 #define SQLSTATE_CONNECTION_FAILURE "08006"
 #define SQLSTATE_TRANSACTION_RESOLUTION_UNKNOWN "08007"
 #define SQLSTATE_PROTOCOL_VIOLATION "08P01"
+#define SQLSTATE_FEATURE_NOT_SUPPORTED "0A000"
+#define SQLSTATE_INVALID_SQL_STATEMENT_NAME "26000"
+#define SQLSTATE_DUPLICATE_PREPARED_STATEMENT "42P05"
+#define SQLSTATE_FOREIGN_KEY_VIOLATION "23503"
+#define SQLSTATE_DIVISION_BY_ZERO "22012"
 
 static const struct {
   const char *code; /* 5 chars: exact; 2 chars: class */
@@ -89,11 +95,31 @@ oq_err oq__sqlstate_classify(const char *sqlstate)
   return OQ_ERR_SQL;
 }
 
+/* The codes other modules name (internal.h, oq__sqlstate_name), in its
+ * order: the only place they are written as text. */
+static const char *const named[OQ__SQLSTATE__COUNT] = {
+    [OQ__SQLSTATE_FEATURE_NOT_SUPPORTED] = SQLSTATE_FEATURE_NOT_SUPPORTED,
+    [OQ__SQLSTATE_INVALID_STATEMENT_NAME] = SQLSTATE_INVALID_SQL_STATEMENT_NAME,
+    [OQ__SQLSTATE_DUPLICATE_PREPARED] = SQLSTATE_DUPLICATE_PREPARED_STATEMENT,
+    [OQ__SQLSTATE_FOREIGN_KEY_VIOLATION] = SQLSTATE_FOREIGN_KEY_VIOLATION,
+    [OQ__SQLSTATE_DIVISION_BY_ZERO] = SQLSTATE_DIVISION_BY_ZERO,
+};
+
+const char *oq__sqlstate_code(oq__sqlstate_name name)
+{
+  return name >= 0 && name < OQ__SQLSTATE__COUNT ? named[name] : "";
+}
+
+bool oq__sqlstate_is(const char *sqlstate, oq__sqlstate_name name)
+{
+  return sqlstate && strcmp(sqlstate, oq__sqlstate_code(name)) == 0;
+}
+
 bool oq__sqlstate_prepared_gone(const char *sqlstate)
 {
-  return sqlstate &&
-         (strcmp(sqlstate, "26000") == 0 || strcmp(sqlstate, "0A000") == 0 ||
-          strcmp(sqlstate, "42P05") == 0);
+  return oq__sqlstate_is(sqlstate, OQ__SQLSTATE_INVALID_STATEMENT_NAME) ||
+         oq__sqlstate_is(sqlstate, OQ__SQLSTATE_FEATURE_NOT_SUPPORTED) ||
+         oq__sqlstate_is(sqlstate, OQ__SQLSTATE_DUPLICATE_PREPARED);
 }
 
 bool oq__sqlstate_is_restart(const char *sqlstate)

@@ -3,7 +3,7 @@
  * engine can do reads it, never oq_db_engine: the engine picks SQL text
  * (dialect.c), the traits pick the control flow. The coordinator's lease is
  * a row (onceq_leases) on both engines, so it needs no trait. A table and
- * its pure lookups: the connection's traits (oq_db_traits) are db.c's,
+ * its pure lookups: the connection's traits (oq_db_traits) are db_conn.c's,
  * which asks this file, never the other way round.
  */
 #include <string.h>

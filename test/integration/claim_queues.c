@@ -1,7 +1,7 @@
 /*
  * claim_queues.c: a claim over several queues, in both forms the library
  * has: one statement (PostgreSQL) and one statement per queue (what
- * CockroachDB runs; forced here with oq__db_force_per_queue_claims so the
+ * CockroachDB runs; forced here with oq__claim_force_per_queue so the
  * loop runs against a real server).
  *
  * Checks, per form: never more than max items; every ready item of every
@@ -50,7 +50,7 @@ static void run_form(oq_db *db, bool per_queue)
            oq_db_traits(db)->name);
     return;
   }
-  oq__db_force_per_queue_claims(db, per_queue);
+  oq__claim_force_per_queue(db, per_queue);
   QEXEC(db, "DELETE FROM onceq_items WHERE queue LIKE $1", "cq_%");
   oq_session *s = SEM_LONG_SESSION(db);
 
@@ -129,7 +129,7 @@ static void run_form(oq_db *db, bool per_queue)
  * different queues, so each order is seen once. */
 static void run_partial_failures(oq_db *db)
 {
-  oq__db_force_per_queue_claims(db, true);
+  oq__claim_force_per_queue(db, true);
   oqt_exec(db, "CREATE FUNCTION cq_refuse() RETURNS trigger LANGUAGE plpgsql "
                "AS $$ BEGIN IF NEW.queue = 'cq_kill' THEN RAISE EXCEPTION "
                "'session gone' USING ERRCODE = 'foreign_key_violation'; END "
@@ -176,7 +176,7 @@ static void run_partial_failures(oq_db *db)
   oqt_exec(db, "DROP TRIGGER cq_refuse ON onceq_items");
   ASSERT_OK(db, oq_session_end(db, s));
   oq_session_free(s);
-  oq__db_force_per_queue_claims(db, false);
+  oq__claim_force_per_queue(db, false);
   printf("ok per-queue claim: partial failures\n");
 }
 

@@ -58,7 +58,7 @@ int main(void)
                               : "statement by statement, no lock");
 
   /* claims over two queues: per queue exactly when the traits say so */
-  ASSERT_EQ(oq__db_per_queue_claims(db), !t->multi_queue_claim);
+  ASSERT_EQ(oq__claim_per_queue(db), !t->multi_queue_claim);
   printf("ok claims: %s\n",
          t->multi_queue_claim ? "one statement" : "one statement per queue");
   oq_db_close(db);

@@ -1,0 +1,333 @@
+/*
+ * db_tx.c: running statements and transactions: one statement (oq_db_exec,
+ * oq_db_query, through the prepared-statement cache or not), the
+ * transaction runner (oq_db_transact) and the restart retries. BEGIN is
+ * owed until the first statement carries it (db_state.h, oq__db_tx),
+ * COMMIT's unknown outcome is OQ_ERR_AMBIGUOUS, and 40001/40P01 re-run per
+ * the connection's policy. The top of the four connection files: it uses
+ * the other three, none of them uses it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_state.h"
+
+static bool send_stmt(oq_db *db, const char *sql, int nparams,
+                      const unsigned int *types, const char *const *params,
+                      const char *name)
+{
+  db->statements++;
+  return (name ? PQsendQueryPrepared(db->conn, name, nparams, params, NULL,
+                                     NULL, 0)
+               : PQsendQueryParams(db->conn, sql, nparams, (const Oid *)types,
+                                   params, NULL, NULL, 0)) == 1;
+}
+
+/*
+ * Send one statement (prepared as `name`, or sql) and collect its answer
+ * like oq__db_await. A transaction's pending BEGIN (oq_db_transact) goes in
+ * the same round trip, pipelined ahead of it: BEGIN, the statement, Sync
+ * (PostgreSQL docs, libpq "Pipeline Mode"; on CockroachDB the same shape
+ * as oq__db_pipeline's batches, whose pgwire runs extended-protocol
+ * messages up to the Sync: cockroachdb/cockroach#51194; not run against a
+ * CockroachDB server here). An idle worker's item then waits for
+ * one answer fewer before its handler's statement runs. The answer is the
+ * BEGIN's failure if it failed, else the statement's; the transaction is
+ * left open, as a separate BEGIN would have left it.
+ */
+static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
+                                const unsigned int *types,
+                                const char *const *params, const char *name,
+                                bool *timed_out)
+{
+  *timed_out = false;
+  /* oq_db_set_async_commits: the statement's own implicit transaction
+   * (everything up to the Sync) commits without waiting for the WAL
+   * flush; set_config(..., true) ends with it, so nothing outlives it */
+  const char *prelude =
+      db->tx == OQ__DB_TX_BEGIN_OWED ? "BEGIN"
+      : db->async_commits && PQtransactionStatus(db->conn) == PQTRANS_IDLE
+          ? "SELECT set_config('synchronous_commit', 'off', true)"
+          : NULL;
+  if (!prelude)
+    return send_stmt(db, sql, nparams, types, params, name)
+               ? oq__db_await(db, timed_out)
+               : NULL;
+  if (!PQenterPipelineMode(db->conn))
+    return NULL; /* still pending: the caller's rollback clears it */
+  db->tx = OQ__DB_TX_NONE;
+  if (!PQsendQueryParams(db->conn, prelude, 0, NULL, NULL, NULL, NULL, 0) ||
+      !send_stmt(db, sql, nparams, types, params, name) ||
+      !PQpipelineSync(db->conn)) {
+    /* nothing can have committed; a half-sent pipeline is unusable */
+    oq__db_give_up(db);
+    return NULL;
+  }
+  PGresult *begin = oq__db_await(db, timed_out);
+  if (!db->conn)
+    return NULL; /* deadline or COPY: oq__db_await closed it */
+  PGresult *res = oq__db_await(db, timed_out);
+  if (!db->conn) {
+    PQclear(begin);
+    PQclear(res);
+    return NULL;
+  }
+  if (!begin || (PQresultStatus(begin) != PGRES_COMMAND_OK &&
+                 PQresultStatus(begin) != PGRES_TUPLES_OK)) {
+    PQclear(res); /* skipped: PGRES_PIPELINE_ABORTED */
+    res = begin;
+  } else {
+    PQclear(begin);
+  }
+  /* the Sync's answer, then back to one statement at a time */
+  if (!oq__db_pipeline_end(db, timed_out)) {
+    PQclear(res);
+    oq__db_give_up(db);
+    return NULL;
+  }
+  return res;
+}
+
+/* prepared: parse and plan sql once per connection (oq__db_prepare_once),
+ * for the library's statements that run per claim or per ack. */
+static oq_err run_typed(oq_db *db, const char *sql, int nparams,
+                        const unsigned int *types, const char *const *params,
+                        oq_row_fn fn, void *ud, long *affected, char **row_json,
+                        bool prepared)
+{
+  oq__db_clear(db);
+  if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+    return oq__db_fail(db, OQ_ERR_CONN, NULL,
+                       "not connected to %s; the connection was lost",
+                       db->masked);
+  char name[32];
+  if (prepared) {
+    oq_err pe = oq__db_prepare_as(db, sql, nparams, types, name, sizeof name,
+                                  NULL, "query failed");
+    if (pe != OQ_OK)
+      return pe;
+  }
+  bool timed_out = false;
+  PGresult *res = send_and_await(db, sql, nparams, types, params,
+                                 prepared && name[0] ? name : NULL, &timed_out);
+  if (!res && !db->conn && !timed_out && db->link != OQ__DB_CLOSED_BY_COPY &&
+      db->last == OQ_ERR_CONN)
+    return OQ_ERR_CONN; /* oq__db_give_up: the reason is recorded */
+  if (timed_out)
+    return oq__db_deadline_passed(db, "query failed");
+  oq_err e = OQ_OK;
+  ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    e = oq__db_fail_result(db, res, "query failed");
+    if (prepared && name[0] && e != OQ_ERR_CONN &&
+        oq__sqlstate_prepared_gone(db->sqlstate)) {
+      if (oq__sqlstate_is(db->sqlstate, OQ__SQLSTATE_INVALID_STATEMENT_NAME))
+        oq__db_vanished(db);
+      e = oq__db_lost_prepared(db);
+    }
+    goto out;
+  }
+  if (affected)
+    *affected = st == PGRES_TUPLES_OK && oq__db_affected_rows(res) < 0
+                    ? PQntuples(res)
+                    : oq__db_affected_rows(res);
+  if (row_json)
+    *row_json = PQntuples(res) > 0 ? oq__pgresult_row_json(res, 0) : NULL;
+  if (fn) {
+    int nrows = PQntuples(res), ncols = PQnfields(res);
+    const char *vals[64];
+    if (ncols > 64)
+      ncols = 64;
+    for (int r = 0; r < nrows && e == OQ_OK; r++) {
+      for (int c = 0; c < ncols; c++)
+        vals[c] = PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
+      e = fn(ud, ncols, vals);
+    }
+  }
+out:
+  PQclear(res);
+  return e;
+}
+
+static oq_err run(oq_db *db, const char *sql, int nparams,
+                  const char *const *params, oq_row_fn fn, void *ud,
+                  long *affected)
+{
+  return run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
+                   false);
+}
+
+oq_err oq_db_exec_typed(oq_db *db, const char *sql, int nparams,
+                        const unsigned int *types, const char *const *params,
+                        long *affected)
+{
+  return run_typed(db, sql, nparams, types, params, NULL, NULL, affected, NULL,
+                   false);
+}
+
+oq_err oq_db_exec_typed_json(oq_db *db, const char *sql, int nparams,
+                             const unsigned int *types,
+                             const char *const *params, char **row_json)
+{
+  *row_json = NULL;
+  return run_typed(db, sql, nparams, types, params, NULL, NULL, NULL, row_json,
+                   false);
+}
+
+oq_err oq_db_exec(oq_db *db, const char *sql, int nparams,
+                  const char *const *params, long *affected)
+{
+  return run(db, sql, nparams, params, NULL, NULL, affected);
+}
+
+oq_err oq_db_query(oq_db *db, const char *sql, int nparams,
+                   const char *const *params, oq_row_fn fn, void *ud)
+{
+  return run(db, sql, nparams, params, fn, ud, NULL);
+}
+
+oq_err oq__db_query_prepared(oq_db *db, const char *sql, int nparams,
+                             const char *const *params, oq_row_fn fn, void *ud,
+                             long *affected)
+{
+  return run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
+                   true);
+}
+
+/* True once the policy says stop re-running after `attempt` restarts. */
+static bool policy_exhausted(const oq_retry_policy *p, int attempt,
+                             uint64_t start_ms)
+{
+  if (p->max_attempts > 0 && attempt > p->max_attempts)
+    return true;
+  if (p->max_total_ms > 0) {
+    uint64_t now = p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
+    if (now - start_ms >= (uint64_t)p->max_total_ms)
+      return true;
+  }
+  return false;
+}
+
+static uint64_t policy_now(const oq_retry_policy *p)
+{
+  return p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
+}
+
+static oq_err query_retry(oq_db *db, const char *sql, int nparams,
+                          const char *const *params, oq_row_fn fn, void *ud,
+                          long *affected, bool prepared)
+{
+  uint64_t start = policy_now(&db->retry);
+  for (int attempt = 1;; attempt++) {
+    oq_err e = run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
+                         prepared);
+    if (e != OQ_ERR_RETRY)
+      return e;
+    if (policy_exhausted(&db->retry, attempt, start))
+      return oq__db_fail(db, OQ_ERR_RETRY, db->sqlstate,
+                         "gave up after %d restarts (SQLSTATE %s): %s", attempt,
+                         db->sqlstate, db->errmsg);
+    db->restarts++;
+    oq__policy_sleep(&db->retry,
+                     oq_backoff_delay_ms(&db->retry, attempt, &db->rng));
+  }
+}
+
+oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
+                          const char *const *params, oq_row_fn fn, void *ud,
+                          long *affected)
+{
+  return query_retry(db, sql, nparams, params, fn, ud, affected, false);
+}
+
+oq_err oq__db_query_prepared_retry(oq_db *db, const char *sql, int nparams,
+                                   const char *const *params, oq_row_fn fn,
+                                   void *ud, long *affected)
+{
+  return query_retry(db, sql, nparams, params, fn, ud, affected, true);
+}
+
+/*
+ * COMMIT through the simple protocol. An aborted transaction "commits" as
+ * ROLLBACK, which is a failure. No answer means the outcome is unknown.
+ */
+static oq_err commit(oq_db *db)
+{
+  if (db->tx == OQ__DB_TX_BEGIN_OWED) { /* the transaction ran no statement */
+    db->tx = OQ__DB_TX_NONE;
+    return OQ_OK;
+  }
+  bool timed_out = false;
+  PGresult *res = oq__db_exec_simple(db, "COMMIT", &timed_out);
+  if (timed_out) {
+    oq__db_deadline_passed(db, "COMMIT");
+    return oq__db_fail(db, OQ_ERR_AMBIGUOUS, NULL, "COMMIT outcome unknown: %s",
+                       db->errmsg);
+  }
+  ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  oq_err e = OQ_OK;
+  if (st == PGRES_COMMAND_OK) {
+    if (strcmp(PQcmdStatus(res), "ROLLBACK") == 0)
+      e = oq__db_fail(db, OQ_ERR_SQL, NULL,
+                      "COMMIT rolled back: the transaction had failed");
+  } else {
+    e = oq__db_fail_result(db, res, "COMMIT failed");
+    if (e == OQ_ERR_CONN)
+      e = oq__db_fail(db, OQ_ERR_AMBIGUOUS, db->sqlstate,
+                      "COMMIT outcome unknown: %s", db->errmsg);
+  }
+  PQclear(res);
+  return e;
+}
+
+static void rollback_quietly(oq_db *db)
+{
+  db->tx = OQ__DB_TX_NONE;
+  if (db->conn && PQstatus(db->conn) == CONNECTION_OK &&
+      PQtransactionStatus(db->conn) != PQTRANS_IDLE) {
+    bool timed_out = false;
+    PGresult *res = oq__db_exec_simple(db, "ROLLBACK", &timed_out);
+    PQclear(res);
+  }
+}
+
+oq_err oq_db_transact(oq_db *db, oq_tx_fn fn, void *ud)
+{
+  uint64_t start = policy_now(&db->retry);
+  for (int attempt = 1;; attempt++) {
+    oq__db_clear(db);
+    if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+      return oq__db_fail(db, OQ_ERR_CONN, NULL, "not connected to %s",
+                         db->masked);
+    /* sent with fn's first statement, unless raw libpq may come first */
+    db->tx = OQ__DB_TX_BEGIN_OWED;
+    oq_err e =
+        db->begin == OQ__DB_BEGIN_AT_ONCE ? oq__db_flush_begin(db) : OQ_OK;
+    if (e != OQ_OK)
+      return e;
+    e = fn(db, ud);
+    if (e == OQ_OK) {
+      e = commit(db);
+      if (e == OQ_OK)
+        return OQ_OK;
+    } else {
+      /* keep fn's error details; ROLLBACK must not overwrite them */
+      bool restart = e == OQ_ERR_RETRY || oq__sqlstate_is_restart(db->sqlstate);
+      rollback_quietly(db);
+      if (!restart)
+        return e;
+      e = OQ_ERR_RETRY;
+    }
+    if (e != OQ_ERR_RETRY)
+      return e;
+    rollback_quietly(db);
+    if (policy_exhausted(&db->retry, attempt, start))
+      return oq__db_fail(db, OQ_ERR_RETRY, db->sqlstate,
+                         "transaction gave up after %d restarts: %s", attempt,
+                         db->errmsg);
+    db->restarts++;
+    oq__policy_sleep(&db->retry,
+                     oq_backoff_delay_ms(&db->retry, attempt, &db->rng));
+  }
+}

@@ -1,0 +1,37 @@
+/*
+ * db_tx.h: the transaction runner and the restart retries (db_tx.c;
+ * oq_db_transact is public, onceq/db.h).
+ * Included through internal.h; see db_state.h for the connection files.
+ */
+#ifndef ONCEQ_DB_TX_H
+#define ONCEQ_DB_TX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onceq/onceq.h"
+
+/*
+ * Run one statement as its own implicit transaction, re-running it on
+ * 40001/40P01 per the db's retry policy (claim, heartbeat, reap, batch ack
+ * are single statements; on CockroachDB the server retries them too).
+ */
+oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,
+                          const char *const *params, oq_row_fn fn, void *ud,
+                          long *affected);
+/*
+ * oq_db_query and oq__db_query_retry through a statement prepared once per
+ * connection (oq__db_prepare_once): for the few library statements that
+ * run per claim or per ack, so the server parses and plans them
+ * once (a 1-row claim: about 1 ms less, measured in docs/benchmarks.md).
+ * A Parse error fails as "query failed", like the unprepared call.
+ */
+oq_err oq__db_query_prepared(oq_db *db, const char *sql, int nparams,
+                             const char *const *params, oq_row_fn fn, void *ud,
+                             long *affected);
+oq_err oq__db_query_prepared_retry(oq_db *db, const char *sql, int nparams,
+                                   const char *const *params, oq_row_fn fn,
+                                   void *ud, long *affected);
+
+#endif
