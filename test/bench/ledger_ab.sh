@@ -15,7 +15,8 @@
 # benchmark reads it). The server: fsync on, synchronous_commit on,
 # shared_buffers 256MB (bench_server.sh, like every benchmark here).
 # BENCH_TOOL: a build's test/bench/onceq_bench_tool (applies the schema).
-# Prints every run and the median per binary, with A/B per round.
+# Prints every run (with its claim statements and ack DELETEs, from
+# pg_stat_statements) and the median per binary, with A/B per round.
 # Logs: build/ledger-ab-logs/ of the repository.
 set -euo pipefail
 
@@ -63,12 +64,16 @@ echo "host:    $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min)"
 
 WORK=$(mktemp -d /tmp/onceq-ledger-ab.XXXXXX)
-bench_server_start "$WORK" "$LOG_DIR" 100 '%m [%p] ' 711 </dev/null
+bench_server_start "$WORK" "$LOG_DIR" 100 '%m [%p] ' 711 <<'EOF2'
+# only to count statements: items per claim statement and per ack DELETE
+shared_preload_libraries = 'pg_stat_statements'
+EOF2
 bench_own_env
 DSN="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres sslmode=disable"
 q() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$DSN" -c "$1"; }
 "$TOOL" migrate "$DSN" >"$LOG_DIR/migrate.log" 2>&1 ||
   { cat "$LOG_DIR/migrate.log" >&2; die "schema migration failed"; }
+q "CREATE EXTENSION pg_stat_statements" >/dev/null
 q "CREATE TABLE ledger (item_id uuid PRIMARY KEY)"
 LEDGER_SQL='INSERT INTO ledger (item_id) VALUES ($2)'
 
@@ -80,6 +85,7 @@ run() {
      SELECT jsonb_build_object('k', g) FROM generate_series(1, $N) g" >/dev/null
   q "VACUUM ANALYZE" >/dev/null
   q "CHECKPOINT" >/dev/null
+  q "SELECT pg_stat_statements_reset()" >/dev/null
   timeout -k 10 300 "$worker" --db "$DSN" --sql "$LEDGER_SQL" --drain \
     --log-level info "${WARGS[@]}" >"$LOG_DIR/$name.log" 2>&1 ||
     die "$name: the worker failed (log: $LOG_DIR/$name.log)"
@@ -89,6 +95,13 @@ run() {
   sec=$(sed -n 's/.*--drain: nothing ready is left; exiting ([0-9]* acked, \([0-9.]*\) s since start).*/\1/p' \
     "$LOG_DIR/$name.log" | tail -n 1)
   [ -n "$sec" ] || die "$name: no --drain line in $LOG_DIR/$name.log"
+  # the shape, to stderr: items per claim statement and per ack DELETE
+  local claims dels
+  claims=$(q "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+    WHERE query LIKE '%FROM onceq_items%FOR UPDATE SKIP LOCKED%'")
+  dels=$(q "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+    WHERE query LIKE '%DELETE FROM onceq_items%'")
+  echo "  $name: $claims claim statements, $dels ack DELETEs, $sec s" >&2
   awk "BEGIN { printf \"%.0f\", $N / $sec }"
 }
 
