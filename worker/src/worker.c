@@ -401,7 +401,11 @@ static int claim_want(wk *w, loop *l, int inflight)
   int hold = wk_claim_size_hold(&w->sizing);
   double item_us = w->sizing.item_us;
   pthread_mutex_unlock(&w->mu);
-  if (hold != l->hold_logged) {
+  /* on a change of a quarter or more: the measurement moves a little with
+   * every report */
+  int step =
+      hold > l->hold_logged ? hold - l->hold_logged : l->hold_logged - hold;
+  if (step * 4 > l->hold_logged) {
     OQ_LOG(OQ_LOG_DEBUG, sid_of(w), NULL,
            "claim stream: holding up to %d item(s) (%.0f us per item "
            "observed)",
