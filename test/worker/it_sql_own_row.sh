@@ -17,7 +17,7 @@ oq_setup own_row
 oq_sql "CREATE TABLE ledger (item_id uuid NOT NULL)" >/dev/null
 
 # run_case LABEL MODE SQL [ITEMS]: ITEMS (2) items of max_attempts 3 on
-# queue LABEL, one worker in MODE (batch: the default, --batch 64;
+# queue LABEL, one worker in MODE (batch: the default, batched acks;
 # per-item: --sql-per-item) running SQL; wait until none is left, stop it.
 run_case() {
   local label=$1 mode=$2 sql=$3 items=${4:-2} w flags=()

@@ -58,3 +58,6 @@ oq_add_script_test(NAME it_worker_notify_backlog SCRIPT it_notify_backlog.sh
                    TIMEOUT 90 RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_fence_grace SCRIPT it_fence_grace.sh
                    TIMEOUT 60 ${_n})
+# Issue 22, item 1: three workers share 60 slow items, none holding more
+# than its executors can start within the claim horizon.
+oq_add_script_test(NAME it_worker_fair SCRIPT it_fair.sh TIMEOUT 60 ${_n})

@@ -3,6 +3,6 @@
 oq_add_test(unit_worker_preflight LABEL unit TIMEOUT 60 SOURCES preflight.c)
 target_link_libraries(unit_worker_preflight PRIVATE onceq_worker_core)
 
-# How much the claim stream holds at a rate (worker/src/worker.c).
-oq_add_test(unit_worker_hold LABEL unit TIMEOUT 30 SOURCES hold.c)
-target_link_libraries(unit_worker_hold PRIVATE onceq_worker_core)
+# Claims sized by the work (worker/src/claim_size.c).
+oq_add_test(unit_worker_claim_size LABEL unit TIMEOUT 30 SOURCES claim_size.c)
+target_link_libraries(unit_worker_claim_size PRIVATE onceq_worker_core)

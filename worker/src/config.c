@@ -30,7 +30,9 @@ typedef struct opt {
 #define O(f) offsetof(wk_config, f)
 static const opt opts[] = {
     {"--concurrency", OPT_INT, O(concurrency), "executor threads (4)"},
-    {"--batch", OPT_INT, O(batch), "most items per --sql ack transaction (64)"},
+    {"--batch", OPT_INT, O(batch),
+     "ceiling: most items per claim round and per --sql ack transaction; "
+     "below it the worker sizes both by the work (1000)"},
     {"--max-held-mib", OPT_INT, O(max_held_mib),
      "payload MiB held at most (claimed, not yet settled) (64)"},
     {"--heartbeat-interval", OPT_DURATION, O(heartbeat_interval_ms),
@@ -179,7 +181,7 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
 {
   memset(cfg, 0, sizeof *cfg);
   cfg->concurrency = 4;
-  cfg->batch = 64;
+  cfg->batch = 1000;
   cfg->max_held_mib = WK_DEFAULT_MAX_HELD_MIB;
   cfg->heartbeat_interval_ms = 1000;
   cfg->session_expiry_ms = 5000;

@@ -52,6 +52,24 @@ static void count_restarts(wk *w, oq_db *db, uint64_t *seen)
   *seen = now;
 }
 
+/* Monotonic microseconds: handler times for the claim sizing. */
+static uint64_t now_us(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Report n items run in the time since t0_us to the claim sizing
+ * (claim_size.h): the next claims and --sql batches follow it. */
+static void observe_work(wk *w, size_t n, uint64_t t0_us)
+{
+  uint64_t us = now_us() - t0_us;
+  pthread_mutex_lock(&w->mu);
+  wk_claim_size_observe(&w->sizing, n, us);
+  pthread_mutex_unlock(&w->mu);
+}
+
 static void observe_latency(wk *w, const wk_job *j)
 {
   struct timespec rt;
@@ -123,8 +141,10 @@ static void run_job(wk *w, oq_db *db, http_slot *hs, wk_job *j, uint64_t *rng)
   OQ_LOG(OQ_LOG_DEBUG, sid, j->item.id, "start attempt %d/%d queue=%s",
          j->item.attempt, j->item.max_attempts, j->item.queue);
   uint64_t t0 = wk_now_ms();
+  uint64_t t0_us = now_us();
   if (w->cfg->handler == WK_HANDLER_SQL) {
     wk_sql_handle(w, db, j);
+    observe_work(w, 1, t0_us);
     wk_metrics_observe(w->m, WK_H_HANDLER, (double)(wk_now_ms() - t0) / 1e3);
     wk_job_free(w, j);
     return;
@@ -151,6 +171,7 @@ static void run_job(wk *w, oq_db *db, http_slot *hs, wk_job *j, uint64_t *rng)
   } else {
     wk_http_run(http, &t, r);
   }
+  observe_work(w, 1, t0_us);
   wk_metrics_observe(w->m, WK_H_HANDLER, (double)(wk_now_ms() - t0) / 1e3);
   switch (r->outcome) {
   case WK_OK:
@@ -201,6 +222,12 @@ static size_t next_jobs(wk *w, wk_job **out, size_t max)
   size_t idle = w->idle_executors > 0 ? (size_t)w->idle_executors : 1;
   w->idle_executors--;
   size_t share = (queued + idle - 1) / idle;
+  /* and no more than the claim sizing's batch: what one executor runs
+   * within its horizon (claim_size.h), so a slow --sql runs one item per
+   * transaction and a fast one whole --batch ceilings */
+  size_t sized = (size_t)wk_claim_size_batch(&w->sizing);
+  if (sized < max)
+    max = sized;
   if (share < max)
     max = share > 0 ? share : 1;
   size_t n = 0;
@@ -235,7 +262,9 @@ static void run_sql_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
   if (k == 0)
     return;
   uint64_t t0 = wk_now_ms();
+  uint64_t t0_us = now_us();
   wk_sql_handle_batch(w, db, live, k);
+  observe_work(w, k, t0_us);
   double each = (double)(wk_now_ms() - t0) / 1e3 / (double)k;
   for (size_t i = 0; i < k; i++) {
     wk_metrics_observe(w->m, WK_H_HANDLER, each);

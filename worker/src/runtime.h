@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "claim_size.h"
 #include "config.h"
 #include "metrics.h"
 #include "onceq/onceq.h"
@@ -65,6 +66,7 @@ typedef struct wk {
   int acks_pending;              /* jobs in the ack list or being acked (mu) */
   bool exit_executors;           /* (mu) */
   int idle_executors;            /* (mu) executors in next_jobs */
+  wk_claim_size sizing;          /* (mu) claims sized by the work */
   bool exit_acker;               /* (mu) */
   _Atomic bool hard_stop;        /* cancel running handlers now */
   _Atomic bool draining;         /* start no queued job */

@@ -316,11 +316,7 @@ typedef struct loop {
   const char *sweep_why;  /* a transition asked for a sweep; NULL: none */
   uint64_t drain_deadline_ms;
   int rc;
-  /* the observed handler rate (items settled per second, smoothed), which
-   * sizes what the claim stream holds (hold_target) */
-  uint64_t rate_t0_ms, rate_c0;
-  double rate;
-  long hold_logged;
+  int hold_logged; /* the hold last logged (claim_size.h) */
 } loop;
 
 /* Signals: the first drains, the second stops children now. */
@@ -392,65 +388,31 @@ static loop_state maybe_sweep(wk *w, loop *l)
   return RUNNING;
 }
 
-/*
- * How many items the claim stream holds (running and queued), the one
- * knob a user would otherwise tune (issue: claiming that scales without
- * tuning). The floor keeps every executor busy with one claim ahead: the
- * executors plus up to --concurrency queued (capped by --batch), or for
- * batched --sql one --batch being acknowledged and one ahead. Above it,
- * the stream holds about WK_HOLD_HORIZON_MS of work at the observed rate,
- * up to a --batch for every executor twice over (batched --sql: each ack
- * transaction then carries a whole --batch) or 4 x --concurrency: fast
- * handlers get large claims and large ack batches, slow ones hold little,
- * so several processes on one queue share it instead of the first one
- * taking everything ready.
- */
-#define WK_HOLD_HORIZON_MS 250  /* work held ahead at the observed rate */
-#define WK_RATE_WINDOW_MS 200   /* the rate is measured over this */
-#define WK_HOLD_MAX 2000        /* items held, at most */
-#define WK_CLAIM_ROUND_MAX 1000 /* items per claim statement, at most */
+/* At most this many items per claim statement, whatever --batch says. */
+#define WK_CLAIM_ROUND_MAX 1000
 
-int wk_hold_for_rate(const wk_config *cfg, double rate)
+/* How many items the next claim round asks for while `inflight` are held:
+ * claims sized by the work (claim_size.h, docs/worker.md "How much a
+ * worker claims"); 0: not yet. */
+static int claim_want(wk *w, loop *l, int inflight)
 {
-  bool batched =
-      cfg->handler == WK_HANDLER_SQL && !cfg->sql_per_item && cfg->batch > 1;
-  int prefetch = cfg->batch < cfg->concurrency ? cfg->batch : cfg->concurrency;
-  long lo = batched ? 2L * cfg->batch : (long)cfg->concurrency + prefetch;
-  long hi =
-      batched ? 2L * cfg->batch * cfg->concurrency : 4L * cfg->concurrency;
-  if (hi > WK_HOLD_MAX)
-    hi = WK_HOLD_MAX;
-  if (hi < lo)
-    hi = lo;
-  long t = (long)(rate * WK_HOLD_HORIZON_MS / 1000.0);
-  return (int)(t < lo ? lo : t > hi ? hi : t);
-}
-
-static int hold_target(wk *w, loop *l)
-{
-  const wk_config *cfg = w->cfg;
-  uint64_t now = wk_now_ms();
-  uint64_t done = wk_metrics_get(w->m, WK_C_ACKED) +
-                  wk_metrics_get(w->m, WK_C_FAILED) +
-                  wk_metrics_get(w->m, WK_C_LOST);
-  if (l->rate_t0_ms == 0) {
-    l->rate_t0_ms = now;
-    l->rate_c0 = done;
-  } else if (now - l->rate_t0_ms >= WK_RATE_WINDOW_MS) {
-    double r =
-        (double)(done - l->rate_c0) * 1000.0 / (double)(now - l->rate_t0_ms);
-    l->rate = l->rate == 0 ? r : (l->rate + r) / 2;
-    l->rate_t0_ms = now;
-    l->rate_c0 = done;
-  }
-  long t = wk_hold_for_rate(cfg, l->rate);
-  if (t != l->hold_logged) {
+  pthread_mutex_lock(&w->mu);
+  int want = wk_claim_size_want(&w->sizing, inflight);
+  int hold = wk_claim_size_hold(&w->sizing);
+  double item_us = w->sizing.item_us;
+  pthread_mutex_unlock(&w->mu);
+  /* on a change of a quarter or more: the measurement moves a little with
+   * every report */
+  int step =
+      hold > l->hold_logged ? hold - l->hold_logged : l->hold_logged - hold;
+  if (step * 4 > l->hold_logged) {
     OQ_LOG(OQ_LOG_DEBUG, sid_of(w), NULL,
-           "claim stream: holding up to %ld item(s) (%.0f items/s observed)", t,
-           l->rate);
-    l->hold_logged = t;
+           "claim stream: holding up to %d item(s) (%.0f us per item "
+           "observed)",
+           hold, item_us);
+    l->hold_logged = hold;
   }
-  return (int)t;
+  return want < WK_CLAIM_ROUND_MAX ? want : WK_CLAIM_ROUND_MAX;
 }
 
 static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
@@ -475,16 +437,11 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     wk_wait_slot(w, 100);
     return RUNNING;
   }
-  int hold = hold_target(w, l);
-  /* claim when a quarter of what we hold is free: claims of one or two
-   * items cost a round trip and a commit each */
-  int min_claim = inflight == 0 || hold < 4 ? 1 : hold / 4;
-  int free_slots = hold - inflight;
-  if (free_slots < min_claim) {
+  int want = claim_want(w, l, inflight);
+  if (want <= 0) {
     wk_wait_slot(w, 100);
     return RUNNING;
   }
-  int want = free_slots < WK_CLAIM_ROUND_MAX ? free_slots : WK_CLAIM_ROUND_MAX;
   oq_item *items = NULL;
   size_t got = 0;
   oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want,
@@ -537,8 +494,6 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
    * (the next turn waits for room) */
   if (got > 0 && ((int)got == want || got_bytes >= max_bytes - held_bytes))
     return RUNNING;
-  if (got == 0)
-    l->rate = 0; /* nothing ready: the next burst starts from the floor */
   if (cfg->drain && got == 0 && wk_busy(w) == 0) {
     /* how long the drain took, from the program's start (the peer
      * benchmark's clock for the worker, like graphile-worker's own) */
@@ -765,6 +720,7 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
                                 : w.dbo.deadline_ms / 2000;
   w.item_retry = oq_retry_policy_item();
   w.item_retry.base_ms = (int)cfg->retry_base_ms;
+  wk_claim_size_init(&w.sizing, cfg->concurrency, cfg->batch);
   pthread_mutex_init(&w.mu, NULL);
   cond_init(&w.work_cv);
   cond_init(&w.slot_cv);

@@ -25,12 +25,6 @@
 
 /* Run until drained, stopped by signals (first: drain, second: stop now),
  * or --drain finds nothing ready. Returns the process exit code. */
-/* How many items the claim stream holds at an observed rate (items
- * settled per second): about 250 ms of work, within a floor and a ceiling
- * set by the handler kind, --batch and --concurrency (docs/worker.md, "How
- * much a worker claims"). Pure: tested by unit_worker_hold. */
-int wk_hold_for_rate(const wk_config *cfg, double rate);
-
 int wk_worker_run(const wk_config *cfg, wk_metrics *m,
                   cm_signal_count *signals);
 

@@ -40,7 +40,8 @@
 #   C API        test/bench/noop_bench.c (oq_claim + oq_ack_batch), each
 #                shape of NOOP_SHAPES ("THREADSxBATCH", default "2x1000 8x100")
 #   worker SELECT 1      onceq-worker --sql 'SELECT 1' --drain (defaults:
-#                        batched acks, --concurrency 4, --batch 64)
+#                        batched acks, --concurrency 4; claims and ack batches
+#                        sized by the work, --batch a ceiling of 1000)
 #   worker ledger        onceq-worker --sql 'INSERT INTO ledger ...' --drain:
 #                        one ledger row per item, exactly once
 #   worker per-item      the same with --sql-per-item (first N only)
