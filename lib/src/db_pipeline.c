@@ -312,8 +312,7 @@ oq_err oq__db_describe_unnamed(oq_db *db, const char *sql, int nparams,
     return OQ_ERR_CONN;
   }
   if (!parsed || PQresultStatus(parsed) != PGRES_COMMAND_OK) {
-    e = oq__db_fail_result(db, parsed, what);
-    parsed = NULL; /* oq__db_fail_result does not clear it */
+    e = oq__db_fail_result(db, parsed, what); /* parsed: cleared below */
   } else if (!described || PQresultStatus(described) != PGRES_COMMAND_OK) {
     e = oq__db_fail_result(db, described, what);
   } else {
