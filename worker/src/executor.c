@@ -243,24 +243,6 @@ static void run_sql_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
   }
 }
 
-/* Connect for job j (lazily: an outage at start-up is not fatal here),
- * retrying while j's session may still settle it. */
-static oq_db *connect_for(wk *w, const oq_db_opts *o, wk_job *j, uint64_t *rng)
-{
-  char err[OQ_ERRBUF_SIZE];
-  oq_db *db = NULL;
-  for (int round = 1;; round++) {
-    if (oq_db_open(o, &db, err, sizeof err) == OQ_OK)
-      return db;
-    if (round == 1)
-      OQ_LOG(OQ_LOG_WARN, oq_session_id(j->g->session), j->item.id,
-             "executor: %s", err);
-    if (!wk_keep_trying(w, j, round))
-      return NULL;
-    wk_retry_pause(round, rng);
-  }
-}
-
 void *wk_executor_main(void *arg)
 {
   wk_executor *et = arg;
@@ -293,7 +275,7 @@ void *wk_executor_main(void *arg)
   size_t n;
   while (jobs && (n = next_jobs(w, jobs, max)) > 0) {
     if (!db)
-      db = connect_for(w, &o, jobs[0], &rng);
+      db = wk_connect_for(w, &o, "executor", jobs[0], jobs[0]->item.id, &rng);
     if (!db) {
       OQ_LOG(OQ_LOG_WARN, oq_session_id(jobs[0]->g->session), NULL,
              "executor cannot reach the database; dropping %zu job(s) (a "

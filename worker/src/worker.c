@@ -334,12 +334,6 @@ static loop_state by_session(const wk *w, loop_state otherwise)
   return otherwise;
 }
 
-static bool conn_error(oq_err e)
-{
-  return e == OQ_ERR_CONN || e == OQ_ERR_TIMEOUT || e == OQ_ERR_RETRY ||
-         e == OQ_ERR_AMBIGUOUS;
-}
-
 static loop_state go_down(wk *w, loop *l, const char *what)
 {
   OQ_LOG(OQ_LOG_WARN, sid_of(w), NULL,
@@ -361,7 +355,7 @@ static loop_state maybe_sweep(wk *w, loop *l)
   oq_err e = wk_reconcile(w, l->db, w->current, why, NULL);
   if (e != OQ_OK) {
     atomic_store(&w->sweep_due, true); /* try again */
-    return conn_error(e) ? go_down(w, l, "sweep") : RUNNING;
+    return wk_transient(e) ? go_down(w, l, "sweep") : RUNNING;
   }
   l->sweep_why = NULL;
   l->next_sweep_ms = wk_now_ms() + (uint64_t)w->cfg->session_expiry_ms;
@@ -465,7 +459,7 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
   size_t got = 0;
   oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want,
                         max_bytes - held_bytes, &items, &got);
-  if (conn_error(e)) {
+  if (wk_transient(e)) {
     /* the claim may have committed with its reply lost */
     l->sweep_why = "ambiguous claim";
     return go_down(w, l, "claim");
