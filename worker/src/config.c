@@ -10,6 +10,7 @@
 #include "config.h"
 #include "executor.h"
 #include "flags.h"
+#include "handler.h"
 #include "handler_exec.h"
 #include "onceq/onceq.h"
 
@@ -61,18 +62,7 @@ static const opt opts[] = {
      "also claim items ready this long in unowned parts (30s)"},
 };
 
-static const char usage_head[] =
-    "usage: onceq-worker [--db URL] [--queue Q ...] [OPTIONS]\n"
-    "                    (--exec CMD [ARG...] | --http URL | --sql STATEMENT)\n"
-    "\n"
-    "handlers (exactly one):\n"
-    "  --exec CMD [ARG...]  run CMD per item: payload on stdin, item id as\n"
-    "                       the last argument; exit 0 = success. Takes the\n"
-    "                       rest of the command line.\n"
-    "  --http URL           POST the payload; 2xx = success\n"
-    "  --sql STATEMENT      run in the ack transaction: $1 payload (jsonb),\n"
-    "                       $2 id (uuid), $3 queue (text), $4 attempt (int)\n"
-    "\n"
+static const char usage_options[] =
     "options:\n" CM_FLAGS_HELP_DB
     "  --queue Q            queue to work (repeatable; default: "
     "default)\n"
@@ -83,9 +73,41 @@ static const char usage_head[] =
     "                       item's ONCEQ_ITEM_ID ONCEQ_QUEUE "
     "ONCEQ_ATTEMPT\n" CM_FLAGS_HELP_LOG;
 
+/* The handler kinds' flags (handler.h) joined for a message: "--exec,
+ * --http, --sql" (sep ", ", last ", "), or "--exec CMD, --http URL or --sql
+ * STATEMENT" (brief); children picks the kinds that start children or
+ * those that do not, -1 all of them. */
+static void join_handlers(char *out, size_t outlen, bool brief, int children,
+                          const char *last)
+{
+  size_t pos = 0, n = 0, total = 0;
+  for (size_t i = 0; i < wk_nhandlers; i++)
+    total += children < 0 || wk_handlers[i]->children == (children > 0);
+  out[0] = '\0';
+  for (size_t i = 0; i < wk_nhandlers; i++) {
+    const wk_handler *h = wk_handlers[i];
+    if (children >= 0 && h->children != (children > 0))
+      continue;
+    const char *sep = n == 0 ? "" : n + 1 == total ? last : ", ";
+    int k = snprintf(out + pos, pos < outlen ? outlen - pos : 0, "%s%s", sep,
+                     brief ? h->brief : h->flag);
+    pos += k > 0 ? (size_t)k : 0;
+    n++;
+  }
+}
+
 static void print_usage(void)
 {
-  fputs(usage_head, stdout);
+  fputs("usage: onceq-worker [--db URL] [--queue Q ...] [OPTIONS]\n"
+        "                    (",
+        stdout);
+  for (size_t i = 0; i < wk_nhandlers; i++)
+    printf("%s%s", i ? " | " : "", wk_handlers[i]->synopsis);
+  fputs(")\n\nhandlers (exactly one):\n", stdout);
+  for (size_t i = 0; i < wk_nhandlers; i++)
+    printf("  %-20s %s\n", wk_handlers[i]->synopsis, wk_handlers[i]->help);
+  fputs("\n", stdout);
+  fputs(usage_options, stdout);
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
     const char *arg = opts[i].kind == OPT_DURATION ? " D"
                       : opts[i].kind == OPT_INT    ? " N"
@@ -107,15 +129,18 @@ static int bad(char *err, size_t errlen, const char *fmt, const char *a,
   return -1;
 }
 
-static int set_handler(wk_config *cfg, wk_handler_kind k, const char *flag,
+static int set_handler(wk_config *cfg, const wk_handler *h, const char *flag,
                        char *err, size_t errlen)
 {
-  if (cfg->handler != WK_HANDLER_NONE)
+  if (cfg->handler) {
+    char all[256];
+    join_handlers(all, sizeof all, false, -1, ", ");
     return bad(err, errlen,
                "more than one handler given (%s and another); choose one "
-               "of --exec, --http, --sql%s",
-               flag, NULL);
-  cfg->handler = k;
+               "of %s",
+               flag, all);
+  }
+  cfg->handler = h;
   return 0;
 }
 
@@ -162,18 +187,6 @@ static int add_env(wk_config *cfg, char *val, char *err, size_t errlen)
   return 0;
 }
 
-/* Whether arg is --exec, --http or --sql, alone or as --name=value. */
-static bool is_handler_flag(const char *arg)
-{
-  static const char *const names[] = {"--exec", "--http", "--sql"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    size_t n = strlen(names[i]);
-    if (strncmp(arg, names[i], n) == 0 && (arg[n] == '\0' || arg[n] == '='))
-      return true;
-  }
-  return false;
-}
-
 int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
                     size_t errlen)
 {
@@ -215,48 +228,17 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
       printf("onceq-worker %s\n", oq_version());
       return 1;
     }
-    if (strcmp(a, "--exec") == 0) {
-      if (set_handler(cfg, WK_HANDLER_EXEC, a, err, errlen))
+    /* a handler whose flag takes the rest of the line (--exec) */
+    const wk_handler *h = wk_handler_for_arg(a);
+    if (h && h->takes_rest) {
+      if (set_handler(cfg, h, a, err, errlen) ||
+          h->parse(cfg, argc, argv, i, (char *)val, inline_val, err, errlen))
         return -1;
-      if (inline_val) {
-        /* --exec=CMD [ARG...]: the command starts in this argument */
-        if (!*val)
-          return bad(err, errlen,
-                     "--exec needs a command; e.g. --exec "
-                     "/usr/local/bin/job --flag%s%s",
-                     "", NULL);
-        argv[i] = (char *)val;
-        cfg->exec_argv = &argv[i];
-        break;
-      }
-      if (!val)
-        return bad(err, errlen,
-                   "--exec needs a command; e.g. --exec "
-                   "/usr/local/bin/job --flag%s%s",
-                   "", NULL);
-      /* "--exec CMD --sql X" is almost always two handlers by mistake;
-       * a command that takes such flags itself goes after "--". */
-      if (strcmp(val, "--") == 0) {
-        if (i + 2 >= argc)
-          return bad(err, errlen, "--exec -- needs a command after --%s%s", "",
-                     NULL);
-        cfg->exec_argv = &argv[i + 2];
-        break;
-      }
-      for (int k = i + 1; k < argc; k++)
-        if (is_handler_flag(argv[k]))
-          return bad(err, errlen,
-                     "more than one handler given (--exec and %s); choose "
-                     "one, or write --exec -- CMD if %s is the command's own "
-                     "argument",
-                     argv[k], argv[k]);
-      cfg->exec_argv = &argv[i + 1];
-      break; /* the rest of the line is the command */
+      break; /* the rest of the line is its own */
     }
     /* everything below takes one value */
-    int takes_value = strcmp(a, "--db") == 0 || strcmp(a, "--queue") == 0 ||
-                      strcmp(a, "--env") == 0 || strcmp(a, "--http") == 0 ||
-                      strcmp(a, "--sql") == 0 ||
+    int takes_value = h || strcmp(a, "--db") == 0 ||
+                      strcmp(a, "--queue") == 0 || strcmp(a, "--env") == 0 ||
                       strcmp(a, "--log-level") == 0 ||
                       strcmp(a, "--log-format") == 0;
     const opt *o = NULL;
@@ -290,22 +272,10 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     } else if (strcmp(a, "--env") == 0) {
       if (add_env(cfg, (char *)val, err, errlen) != 0)
         return -1;
-    } else if (strcmp(a, "--http") == 0) {
-      if (set_handler(cfg, WK_HANDLER_HTTP, a, err, errlen))
+    } else if (h) {
+      if (set_handler(cfg, h, a, err, errlen) ||
+          h->parse(cfg, argc, argv, i, (char *)val, inline_val, err, errlen))
         return -1;
-      if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8))
-        return bad(err, errlen, "--http %s is not an http:// or https:// URL%s",
-                   val, NULL);
-      /* its password stays in a copy and leaves argv (ps) */
-      free((char *)cfg->http_url);
-      cfg->http_url = strdup(val);
-      if (!cfg->http_url)
-        return bad(err, errlen, "out of memory%s%s", "", NULL);
-      oq_text_mask_secrets_in_place((char *)val);
-    } else if (strcmp(a, "--sql") == 0) {
-      if (set_handler(cfg, WK_HANDLER_SQL, a, err, errlen))
-        return -1;
-      cfg->sql = val;
     } else if (strcmp(a, "--log-level") == 0) {
       if (cm_flag_log_level(val, &cfg->log_level, err, errlen) != 0)
         return -1;
@@ -334,17 +304,20 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     if (!inline_val)
       i++;
   }
-  if (cfg->handler == WK_HANDLER_NONE)
-    return bad(err, errlen,
-               "no handler given; add one of --exec CMD, --http URL or --sql "
-               "STATEMENT%s%s",
-               "", NULL);
-  if (cfg->nenv > 0 && cfg->handler != WK_HANDLER_EXEC) {
+  if (!cfg->handler) {
+    char all[256];
+    join_handlers(all, sizeof all, true, -1, " or ");
+    return bad(err, errlen, "no handler given; add one of %s%s", all, NULL);
+  }
+  if (cfg->nenv > 0 && !cfg->handler->children) {
     /* the name only: a value may be a secret */
+    char with[128], none[128];
+    join_handlers(with, sizeof with, false, 1, " or ");
+    join_handlers(none, sizeof none, false, 0, " and ");
     snprintf(err, errlen,
-             "--env %.*s passes a variable to --exec children; --http and "
-             "--sql start none, so drop it",
-             (int)strcspn(cfg->env[0], "="), cfg->env[0]);
+             "--env %.*s passes a variable to %s children; %s start none, so "
+             "drop it",
+             (int)strcspn(cfg->env[0], "="), cfg->env[0], with, none);
     return -1;
   }
   oq_session_opts so = {.heartbeat_interval_ms =
@@ -372,7 +345,7 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
 
 int wk_fence_margin_ms(const wk_config *cfg)
 {
-  if (cfg->handler != WK_HANDLER_EXEC)
+  if (!cfg->handler || !cfg->handler->children)
     return OQ_FENCE_MARGIN_MS;
   int64_t m = cfg->kill_grace_ms + WK_FENCE_SLACK_MS;
   int64_t most = cfg->session_expiry_ms - 3 * cfg->heartbeat_interval_ms;

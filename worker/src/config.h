@@ -14,12 +14,7 @@
 #define WK_MAX_QUEUES 64
 #define WK_MAX_ENV 64
 
-typedef enum wk_handler_kind {
-  WK_HANDLER_NONE = 0,
-  WK_HANDLER_EXEC, /* --exec CMD [ARG...] */
-  WK_HANDLER_HTTP, /* --http URL */
-  WK_HANDLER_SQL   /* --sql STATEMENT */
-} wk_handler_kind;
+struct wk_handler; /* a handler kind, a row of handler.h's table */
 
 /* --max-held-mib's default: the payloads a worker holds stay well inside
  * the shipped 256 MiB memory limit (deploy/), with room for one claim's
@@ -35,8 +30,9 @@ typedef struct wk_config {
   int batch;                         /* max items claimed per round */
   int max_held_mib; /* --max-held-mib: payload MiB held, claimed and not
                        yet freed; a claim stops once it is reached */
-  wk_handler_kind handler;
-  char **exec_argv;      /* --exec: NULL-terminated (into argv) */
+  const struct wk_handler *handler; /* --exec, --http or --sql (handler.h);
+                                       NULL until one is given */
+  char **exec_argv;                 /* --exec: NULL-terminated (into argv) */
   char *env[WK_MAX_ENV]; /* --env NAME or NAME=VALUE, repeatable (copies:
                             a VALUE is masked in argv) */
   size_t nenv;
@@ -83,7 +79,7 @@ void wk_config_free(wk_config *cfg);
  * OQ_FENCE_MARGIN_MS, at most expiry - 3 x heartbeat interval (a fence
  * never engages before three beats in a row failed to land; the expiry is
  * at least 3 x interval + 1 s, so that bound is never below the default).
- * --http and --sql start no child: OQ_FENCE_MARGIN_MS.
+ * A handler that starts no child (--http, --sql): OQ_FENCE_MARGIN_MS.
  */
 int wk_fence_margin_ms(const wk_config *cfg);
 /* What an --exec child gets between SIGTERM and SIGKILL when its session

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 
 #include "config.h"
-#include "curlpost.h"
-#include "handler_exec.h"
+#include "handler.h"
 #include "lazylib.h"
 #include "logsink.h"
 #include "metrics.h"
@@ -66,11 +65,9 @@ int main(int argc, char **argv)
   cm_logsink_secret(getenv("PGPASSWORD"), true);
   cm_logsink_secret(cfg.http_url, false);
   cm_signals_install(&signals_seen);
-  /* only the HTTP handler uses libcurl's transfers: its TLS set-up costs
-   * about 3 MiB of resident memory that an --sql or --exec worker does
-   * not need (the README's memory figure) */
-  if (cfg.handler == WK_HANDLER_HTTP &&
-      cm_curl_global_init(err, sizeof err) != 0) {
+  /* what the handler kind loads process-wide (libcurl for --http only) */
+  const wk_handler *h = cfg.handler;
+  if (h->init && h->init(err, sizeof err) != 0) {
     usage_line(err);
     wk_config_free(&cfg);
     return 1;
@@ -89,14 +86,11 @@ int main(int argc, char **argv)
     goto out;
   }
   /* after the start-up checks, so that a usage error stays one line;
-   * before the threads (it reads environ, and nobody may setenv then) */
-  if (cfg.handler == WK_HANDLER_EXEC) {
-    cfg.exec_env = wk_exec_env_new((const char *const *)cfg.env, cfg.nenv);
-    if (!cfg.exec_env) {
-      usage_line("out of memory");
-      rc = 1;
-      goto out;
-    }
+   * before the threads (it may read environ, and nobody may setenv then) */
+  if (h->prepare && h->prepare(&cfg) != 0) {
+    usage_line("out of memory");
+    rc = 1;
+    goto out;
   }
   rc = 1;
   m = wk_metrics_new();
@@ -115,8 +109,8 @@ int main(int argc, char **argv)
   rc = wk_worker_run(&cfg, m, &signals_seen);
 out:
   wk_metrics_free(m);
-  if (cfg.handler == WK_HANDLER_HTTP)
-    cm_curl_global_cleanup();
+  if (h->cleanup)
+    h->cleanup();
   wk_config_free(&cfg);
   return rc;
 }

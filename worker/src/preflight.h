@@ -16,7 +16,8 @@
 #include "onceq/db.h"
 
 /*
- * Check cfg's handler: --sql is prepared on db, the start-up check's
+ * Check cfg's handler through its row's check (handler.h): --sql is
+ * prepared on db, the start-up check's
  * connection (parameter types jsonb, uuid, text, int4 for $1..$4), and
  * deallocated, never run;
  * --exec's command is resolved through PATH and must be an executable
@@ -25,6 +26,10 @@
  * problem and the fix (passwords masked).
  */
 int wk_preflight(const wk_config *cfg, oq_db *db, char *err, size_t errlen);
+
+/* The --sql check alone: the text checks below, then sql is prepared on
+ * db as wk_preflight says. 0, or 2 with one line in err. */
+int wk_preflight_sql(const char *sql, oq_db *db, char *err, size_t errlen);
 
 /* The SQL text checks that need no server: 0 when sql may be prepared,
  * else 2 with one line in err (empty statement, transaction control). */

@@ -46,6 +46,7 @@
 
 #include "acker.h"
 #include "executor.h"
+#include "handler.h"
 #include "lazylib.h"
 #include "onceq/onceq.h"
 #include "reconcile.h"
@@ -382,8 +383,7 @@ static loop_state maybe_sweep(wk *w, loop *l)
 
 int wk_hold_for_rate(const wk_config *cfg, double rate)
 {
-  bool batched =
-      cfg->handler == WK_HANDLER_SQL && !cfg->sql_per_item && cfg->batch > 1;
+  bool batched = wk_handler_batch_max(cfg) > 1;
   int prefetch = cfg->batch < cfg->concurrency ? cfg->batch : cfg->concurrency;
   long lo = batched ? 2L * cfg->batch : (long)cfg->concurrency + prefetch;
   long hi =
@@ -732,14 +732,9 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
   OQ_LOG(OQ_LOG_INFO, sid_of(&w), NULL,
          "onceq-worker %s started: %d executor(s), handler %s, queue(s) "
          "%s%s, database %s",
-         oq_version(), cfg->concurrency,
-         cfg->handler == WK_HANDLER_EXEC   ? "exec"
-         : cfg->handler == WK_HANDLER_HTTP ? "http"
-                                           : "sql",
-         cfg->queues[0], cfg->nqueues > 1 ? ",..." : "",
-         oq_db_masked_conninfo(db));
-  if (cfg->handler == WK_HANDLER_EXEC &&
-      wk_fence_grace_ms(cfg) < cfg->kill_grace_ms)
+         oq_version(), cfg->concurrency, cfg->handler->flag + 2, cfg->queues[0],
+         cfg->nqueues > 1 ? ",..." : "", oq_db_masked_conninfo(db));
+  if (cfg->handler->children && wk_fence_grace_ms(cfg) < cfg->kill_grace_ms)
     OQ_LOG(OQ_LOG_INFO, sid_of(&w), NULL,
            "--kill-grace %lld ms: children of a fenced session get %d ms "
            "between SIGTERM and SIGKILL (the fence margin, %d ms, is at "
@@ -772,7 +767,9 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
     }
     started++;
   }
-  if (cfg->handler != WK_HANDLER_SQL) {
+  /* a task handler's successes are acknowledged by the acker; a statement
+   * handler acknowledges in its own transaction */
+  if (cfg->handler->run) {
     if (pthread_create(&acker, NULL, wk_acker_main, &w) != 0) {
       rc = 1;
       goto stop;
