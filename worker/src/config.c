@@ -14,53 +14,43 @@
 #include "handler_exec.h"
 #include "onceq/onceq.h"
 
-typedef enum opt_kind {
-  OPT_DURATION, /* int64_t ms via oq_duration_parse */
-  OPT_INT,      /* int, >= 1 */
-  OPT_STRING,   /* const char * into argv */
-  OPT_FLAG      /* bool set to true */
-} opt_kind;
-
-typedef struct opt {
-  const char *name;
-  opt_kind kind;
-  size_t offset; /* into wk_config */
-  const char *help;
-} opt;
-
 #define O(f) offsetof(wk_config, f)
-static const opt opts[] = {
-    {"--concurrency", OPT_INT, O(concurrency), "executor threads (4)"},
-    {"--batch", OPT_INT, O(batch), "most items per --sql ack transaction (64)"},
-    {"--max-held-mib", OPT_INT, O(max_held_mib),
+static const cm_opt opts[] = {
+    {"--concurrency", CM_OPT_INT, O(concurrency), "N", "executor threads (4)"},
+    {"--batch", CM_OPT_INT, O(batch), "N",
+     "most items per --sql ack transaction (64)"},
+    {"--max-held-mib", CM_OPT_INT, O(max_held_mib), "N",
      "payload MiB held at most (claimed, not yet settled) (64)"},
-    {"--heartbeat-interval", OPT_DURATION, O(heartbeat_interval_ms),
+    {"--heartbeat-interval", CM_OPT_DURATION, O(heartbeat_interval_ms), "D",
      "heartbeat period (1s)"},
-    {"--session-expiry", OPT_DURATION, O(session_expiry_ms),
+    {"--session-expiry", CM_OPT_DURATION, O(session_expiry_ms), "D",
      "reaped after this long without heartbeat (5s)"},
-    {"--poll-interval", OPT_DURATION, O(poll_interval_ms),
+    {"--poll-interval", CM_OPT_DURATION, O(poll_interval_ms), "D",
      "poll period (1s PostgreSQL with NOTIFY, 150ms CockroachDB)"},
-    {"--timeout", OPT_DURATION, O(timeout_ms),
+    {"--timeout", CM_OPT_DURATION, O(timeout_ms), "D",
      "per-item handler timeout (exec: none, http: 30s)"},
-    {"--kill-grace", OPT_DURATION, O(kill_grace_ms),
+    {"--kill-grace", CM_OPT_DURATION, O(kill_grace_ms), "D",
      "SIGTERM to SIGKILL delay for --exec children (5s)"},
-    {"--shutdown-timeout", OPT_DURATION, O(shutdown_timeout_ms),
+    {"--shutdown-timeout", CM_OPT_DURATION, O(shutdown_timeout_ms), "D",
      "how long a drain waits for in-flight work (30s)"},
-    {"--retry-base", OPT_DURATION, O(retry_base_ms),
+    {"--retry-base", CM_OPT_DURATION, O(retry_base_ms), "D",
      "first retry delay after a failed attempt, doubling (1s)"},
-    {"--metrics-addr", OPT_STRING, O(metrics_addr),
+    {"--metrics-addr", CM_OPT_STRING, O(metrics_addr), "ADDR",
      "serve /metrics and /healthz on HOST:PORT (127.0.0.1)"},
-    {"--drain", OPT_FLAG, O(drain), "exit 0 once no ready item is left"},
-    {"--history", OPT_FLAG, O(history), "keep onceq_done rows of acked items"},
-    {"--sql-per-item", OPT_FLAG, O(sql_per_item),
+    {"--drain", CM_OPT_FLAG, O(drain), "", "exit 0 once no ready item is left"},
+    {"--history", CM_OPT_FLAG, O(history), "",
+     "keep onceq_done rows of acked items"},
+    {"--sql-per-item", CM_OPT_FLAG, O(sql_per_item), "",
      "--sql: one transaction per item (default: up to --batch per "
      "transaction)"},
-    {"--insecure", OPT_FLAG, O(insecure), "--http: skip TLS verification"},
-    {"--partitioned", OPT_FLAG, O(partitioned),
+    {"--insecure", CM_OPT_FLAG, O(insecure), "",
+     "--http: skip TLS verification"},
+    {"--partitioned", CM_OPT_FLAG, O(partitioned), "",
      "claim only in this session's parts (see `onceq parts`)"},
-    {"--orphan-after", OPT_DURATION, O(orphan_after_ms),
+    {"--orphan-after", CM_OPT_DURATION, O(orphan_after_ms), "D",
      "also claim items ready this long in unowned parts (30s)"},
 };
+#define NOPTS (sizeof opts / sizeof opts[0])
 
 static const char usage_options[] =
     "options:\n" CM_FLAGS_HELP_DB
@@ -108,15 +98,7 @@ static void print_usage(void)
     printf("  %-20s %s\n", wk_handlers[i]->synopsis, wk_handlers[i]->help);
   fputs("\n", stdout);
   fputs(usage_options, stdout);
-  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
-    const char *arg = opts[i].kind == OPT_DURATION ? " D"
-                      : opts[i].kind == OPT_INT    ? " N"
-                      : opts[i].kind == OPT_STRING ? " ADDR"
-                                                   : "";
-    char left[64];
-    snprintf(left, sizeof left, "%s%s", opts[i].name, arg);
-    printf("  %-20s %s\n", left, opts[i].help);
-  }
+  cm_opt_print_help(stdout, opts, NOPTS, 20);
   fputs("\n" CM_FLAGS_HELP_DURATIONS
         "exit codes: 0 done or drained, 1 runtime failure, 2 bad usage\n",
         stdout);
@@ -241,10 +223,7 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
                       strcmp(a, "--queue") == 0 || strcmp(a, "--env") == 0 ||
                       strcmp(a, "--log-level") == 0 ||
                       strcmp(a, "--log-format") == 0;
-    const opt *o = NULL;
-    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
-      if (strcmp(a, opts[k].name) == 0)
-        o = &opts[k];
+    const cm_opt *o = cm_opt_find(opts, NOPTS, a, NULL);
     if (!takes_value && !o) {
       if (a[0] != '-')
         return bad(err, errlen,
@@ -254,9 +233,9 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
       return bad(err, errlen, "unknown option %s; see onceq-worker --help%s", a,
                  NULL);
     }
-    if (o && o->kind == OPT_FLAG && inline_val)
+    if (o && o->kind == CM_OPT_FLAG && inline_val)
       return bad(err, errlen, "%s takes no value (got %s=...)", a, a);
-    if ((takes_value || (o && o->kind != OPT_FLAG)) && !val)
+    if ((takes_value || (o && o->kind != CM_OPT_FLAG)) && !val)
       return bad(err, errlen, "%s needs a value; see onceq-worker --help%s", a,
                  NULL);
     if (strcmp(a, "--db") == 0) {
@@ -282,24 +261,11 @@ int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
     } else if (strcmp(a, "--log-format") == 0) {
       if (cm_flag_log_format(val, &cfg->log_json, err, errlen) != 0)
         return -1;
-    } else if (o->kind == OPT_FLAG) {
-      *(bool *)((char *)cfg + o->offset) = true;
-      continue;
-    } else if (o->kind == OPT_DURATION) {
-      /* one rule with `onceq coordinator`: a duration given is above 0 */
-      if (cm_flag_duration(a, val, false,
-                           (int64_t *)(void *)((char *)cfg + o->offset), err,
-                           errlen) != 0)
-        return -1;
-    } else if (o->kind == OPT_INT) {
-      char *end;
-      long v = strtol(val, &end, 10);
-      if (*end || v < 1 || v > 4096)
-        return bad(err, errlen, "%s %s must be a whole number from 1 to 4096",
-                   a, val);
-      *(int *)((char *)cfg + o->offset) = (int)v;
     } else {
-      *(const char **)((char *)cfg + o->offset) = val;
+      if (cm_opt_set(o, val, cfg, err, errlen) != 0)
+        return -1;
+      if (o->kind == CM_OPT_FLAG)
+        continue; /* takes no value */
     }
     if (!inline_val)
       i++;
