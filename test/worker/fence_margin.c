@@ -1,5 +1,5 @@
 /*
- * fence_margin.c: the fence margin follows --kill-grace (config.h,
+ * fence_margin.c: the fence margin follows --kill-grace (executor.h,
  * wk_fence_margin_ms; docs/design.md §4a: the margin covers the kill grace
  * of children), within [OQ_FENCE_MARGIN_MS, expiry - 3 x interval], and
  * wk_fence_grace_ms says what a child gets at a fence. No database.

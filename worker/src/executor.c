@@ -16,6 +16,27 @@ typedef struct cancel_ctx {
   wk_job *j;
 } cancel_ctx;
 
+int wk_fence_margin_ms(const wk_config *cfg)
+{
+  if (!cfg->handler || !cfg->handler->children)
+    return OQ_FENCE_MARGIN_MS;
+  int64_t m = cfg->kill_grace_ms + WK_FENCE_SLACK_MS;
+  int64_t most = cfg->session_expiry_ms - 3 * cfg->heartbeat_interval_ms;
+  if (m > most)
+    m = most;
+  if (m < OQ_FENCE_MARGIN_MS)
+    m = OQ_FENCE_MARGIN_MS;
+  return m > INT32_MAX ? INT32_MAX : (int)m;
+}
+
+int wk_fence_grace_ms(const wk_config *cfg)
+{
+  int64_t g = wk_fence_margin_ms(cfg) - WK_FENCE_SLACK_MS;
+  if (g > cfg->kill_grace_ms)
+    g = cfg->kill_grace_ms;
+  return g > 0 ? (int)g : 0;
+}
+
 /* The handler's cancel check: stop when the worker stops now or the
  * session is not live (computed from the clock: a blocked heartbeat cannot
  * hold it off). */

@@ -6,13 +6,12 @@
 
 #include <stdlib.h>
 
-#include "config.h"
+#include "cmdline.h"
 #include "handler.h"
 #include "lazylib.h"
 #include "logsink.h"
 #include "metrics.h"
 #include "onceq/onceq.h"
-#include "preflight.h"
 #include "say.h"
 #include "signals.h"
 #include "worker.h"
@@ -79,7 +78,7 @@ int main(int argc, char **argv)
     goto out;
   /* handler mistakes stop us here, not one item at a time (on the same
    * connection: one fewer to open before the first claim) */
-  rc = wk_preflight(&cfg, pre, err, sizeof err);
+  rc = h->check ? h->check(&cfg, pre, err, sizeof err) : 0;
   oq_db_close(pre);
   if (rc != 0) {
     usage_line(err);

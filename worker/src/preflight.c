@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "handler.h"
 #include "onceq/onceq.h"
 #include "onceq/stmt.h"
 #include "preflight.h"
@@ -280,10 +279,4 @@ int wk_preflight_exec(const char *cmd, const char *path, char *err,
   else
     snprintf(err, errlen, "--exec %s cannot be run: %s", cmd, strerror(e));
   return 2;
-}
-
-int wk_preflight(const wk_config *cfg, oq_db *db, char *err, size_t errlen)
-{
-  const wk_handler *h = cfg->handler;
-  return h && h->check ? h->check(cfg, db, err, errlen) : 0;
 }
