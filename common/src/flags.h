@@ -3,7 +3,7 @@
  * --log-level, --log-format, --db, durations (--heartbeat-interval,
  * --session-expiry, ...); --metrics-addr is parsed and served by
  * cm_promhttp_serve (promhttp.h). Each daemon keeps its own
- * table of flags (worker/src/config.c, coordinator/src/coordinator.c) as
+ * table of flags (worker/src/cmdline.c, coordinator/src/coordinator.c) as
  * rows of cm_opt, and walks it with the helpers at the end: one table
  * parser for both. Each parser returns 0, or -1 with one line in err that
  * names the flag, the value and what is expected (the caller adds its
