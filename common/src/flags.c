@@ -105,3 +105,62 @@ int cm_flag_db(char *val, char **db, char *err, size_t errlen)
   oq_conninfo_mask_in_place(val); /* ps shows argv */
   return 0;
 }
+
+const cm_opt *cm_opt_find(const cm_opt *opts, size_t n, const char *arg,
+                          const char **inline_val)
+{
+  for (size_t k = 0; k < n; k++) {
+    size_t len = strlen(opts[k].name);
+    if (strncmp(arg, opts[k].name, len) == 0 &&
+        (arg[len] == '\0' || arg[len] == '=')) {
+      if (inline_val)
+        *inline_val = arg[len] == '=' ? arg + len + 1 : NULL;
+      return &opts[k];
+    }
+  }
+  return NULL;
+}
+
+int cm_opt_set(const cm_opt *o, const char *val, void *base, char *err,
+               size_t errlen)
+{
+  char *field = (char *)base + o->offset;
+  switch (o->kind) {
+  case CM_OPT_DURATION:
+  case CM_OPT_DURATION_OFF:
+    return cm_flag_duration(o->name, val, o->kind == CM_OPT_DURATION_OFF,
+                            (int64_t *)(void *)field, err, errlen);
+  case CM_OPT_INT: {
+    char *end;
+    long v = strtol(val, &end, 10);
+    if (*end || v < 1 || v > 4096) {
+      snprintf(err, errlen, "%s %s must be a whole number from 1 to 4096",
+               o->name, val);
+      return -1;
+    }
+    *(int *)(void *)field = (int)v;
+    return 0;
+  }
+  case CM_OPT_STRING:
+    *(const char **)(void *)field = val;
+    return 0;
+  case CM_OPT_FLAG:
+    *(bool *)(void *)field = true;
+    return 0;
+  case CM_OPT_LOG_LEVEL:
+    return cm_flag_log_level(val, (int *)(void *)field, err, errlen);
+  case CM_OPT_LOG_FORMAT:
+    return cm_flag_log_format(val, (bool *)(void *)field, err, errlen);
+  }
+  return 0;
+}
+
+void cm_opt_print_help(FILE *out, const cm_opt *opts, size_t n, int width)
+{
+  for (size_t i = 0; i < n; i++) {
+    char left[64];
+    snprintf(left, sizeof left, "%s%s%s", opts[i].name,
+             opts[i].arg[0] ? " " : "", opts[i].arg);
+    fprintf(out, "  %-*s %s\n", width, left, opts[i].help);
+  }
+}

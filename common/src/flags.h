@@ -3,10 +3,11 @@
  * --log-level, --log-format, --db, durations (--heartbeat-interval,
  * --session-expiry, ...); --metrics-addr is parsed and served by
  * cm_promhttp_serve (promhttp.h). Each daemon keeps its own
- * table of flags (worker/src/config.c, coordinator/src/coordinator.c) and
- * hands these values here. Each parser returns 0, or -1 with one line in
- * err that names the flag, the value and what is expected (the caller
- * adds its program's name and masks credentials).
+ * table of flags (worker/src/cmdline.c, coordinator/src/coordinator.c) as
+ * rows of cm_opt, and walks it with the helpers at the end: one table
+ * parser for both. Each parser returns 0, or -1 with one line in err that
+ * names the flag, the value and what is expected (the caller adds its
+ * program's name and masks credentials).
  *
  * Thread safety: no shared state.
  */
@@ -16,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The --help lines of the shared flags, to print under "options:". */
 #define CM_FLAGS_HELP_DB                                                       \
@@ -73,5 +75,42 @@ const char *cm_listen_db(const char *flag_value);
  */
 void cm_log_pooler(const char *who, const char *sid, const char *listen_db,
                    long poll_ms);
+
+/* ---- a daemon's table of flags ---- */
+
+typedef enum cm_opt_kind {
+  CM_OPT_DURATION,     /* int64_t ms above zero (cm_flag_duration) */
+  CM_OPT_DURATION_OFF, /* the same, or "off": -1 */
+  CM_OPT_INT,          /* int, a whole number from 1 to 4096 */
+  CM_OPT_STRING,       /* const char *, pointing into argv */
+  CM_OPT_FLAG,         /* bool set to true; takes no value */
+  CM_OPT_LOG_LEVEL,    /* int, an oq_log_level (cm_flag_log_level) */
+  CM_OPT_LOG_FORMAT    /* bool, true for json (cm_flag_log_format) */
+} cm_opt_kind;
+
+/* One flag of a daemon: where its value lands in the daemon's settings
+ * struct, and its --help line. */
+typedef struct cm_opt {
+  const char *name; /* "--interval" */
+  cm_opt_kind kind;
+  size_t offset;    /* of the field, offsetof(settings, field) */
+  const char *arg;  /* the value's placeholder in --help ("D"; "": none) */
+  const char *help; /* the rest of the --help line */
+} cm_opt;
+
+/* The row of opts[0..n) that arg names, alone ("--name") or with its
+ * value ("--name=value": *inline_val then points at the value, else it
+ * is NULL); NULL when none does. */
+const cm_opt *cm_opt_find(const cm_opt *opts, size_t n, const char *arg,
+                          const char **inline_val);
+
+/* Store val (not NULL; ignored by CM_OPT_FLAG) in the settings at base as
+ * o's kind says. 0, or -1 with one line in err. */
+int cm_opt_set(const cm_opt *o, const char *val, void *base, char *err,
+               size_t errlen);
+
+/* One --help line per row, "  NAME ARG" left-aligned in width columns,
+ * then the help. */
+void cm_opt_print_help(FILE *out, const cm_opt *opts, size_t n, int width);
 
 #endif

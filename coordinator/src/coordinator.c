@@ -112,46 +112,30 @@ static const char *sid(const coord *c)
 
 /* ---- flags ------------------------------------------------------------- */
 
-typedef enum opt_kind {
-  OPT_DURATION,     /* int64_t ms */
-  OPT_DURATION_OFF, /* int64_t ms, or "off" -> -1 */
-  OPT_STRING,       /* const char * into argv */
-  OPT_LEVEL,        /* --log-level */
-  OPT_FORMAT        /* --log-format */
-} opt_kind;
-
-typedef struct opt {
-  const char *name;
-  opt_kind kind;
-  size_t offset;   /* into co_opts */
-  const char *arg; /* the value's placeholder in --help */
-  const char *help;
-} opt;
-
 #define O(f) offsetof(co_opts, f)
-static const opt opts[] = {
-    {"--interval", OPT_DURATION, O(interval_ms), "D",
+static const cm_opt opts[] = {
+    {"--interval", CM_OPT_DURATION, O(interval_ms), "D",
      "one pass every D: reap, lease, duties (1s)"},
-    {"--keep-done", OPT_DURATION_OFF, O(keep_done_ms), "D|off",
+    {"--keep-done", CM_OPT_DURATION_OFF, O(keep_done_ms), "D|off",
      "delete onceq_done rows older than D (24h)"},
-    {"--keep-dead", OPT_DURATION_OFF, O(keep_dead_ms), "D|off",
+    {"--keep-dead", CM_OPT_DURATION_OFF, O(keep_dead_ms), "D|off",
      "delete onceq_dead rows older than D (168h)"},
-    {"--notify-url", OPT_STRING, O(notify_url), "URL",
+    {"--notify-url", CM_OPT_STRING, O(notify_url), "URL",
      "POST each dead item there as JSON (off)"},
-    {"--notify-timeout", OPT_DURATION, O(notify_timeout_ms), "D",
+    {"--notify-timeout", CM_OPT_DURATION, O(notify_timeout_ms), "D",
      "limit for one webhook request (10s)"},
-    {"--metrics-addr", OPT_STRING, O(metrics_addr), "HOST:PORT",
+    {"--metrics-addr", CM_OPT_STRING, O(metrics_addr), "HOST:PORT",
      "serve /metrics and /healthz (off)"},
-    {"--heartbeat-interval", OPT_DURATION, O(heartbeat_interval_ms), "D",
+    {"--heartbeat-interval", CM_OPT_DURATION, O(heartbeat_interval_ms), "D",
      "session heartbeat period (1s)"},
-    {"--session-expiry", OPT_DURATION, O(session_expiry_ms), "D",
+    {"--session-expiry", CM_OPT_DURATION, O(session_expiry_ms), "D",
      "silent this long: session and lease go (5s)"},
-    {"--log-level", OPT_LEVEL, O(log_level), "L",
+    {"--log-level", CM_OPT_LOG_LEVEL, O(log_level), "L",
      "debug|info|warn|error (info)"},
-    {"--log-format", OPT_FORMAT, O(log_json), "F", "text|json (text)"},
-    {"--keep-results", OPT_DURATION_OFF, O(keep_results_ms), "D|off",
+    {"--log-format", CM_OPT_LOG_FORMAT, O(log_json), "F", "text|json (text)"},
+    {"--keep-results", CM_OPT_DURATION_OFF, O(keep_results_ms), "D|off",
      "delete kept results (onceq wait) older than D (24h)"},
-    {"--status-token", OPT_STRING, O(status_token), "TOKEN",
+    {"--status-token", CM_OPT_STRING, O(status_token), "TOKEN",
      "status page needs Bearer TOKEN (ONCEQ_STATUS_TOKEN)"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -167,11 +151,7 @@ static void usage(void)
          "  dead-job webhooks and fires schedules. SIGTERM: stop and give "
          "up the\n"
          "  lease at once.\n\noptions:\n");
-  for (size_t i = 0; i < NOPTS; i++) {
-    char left[48];
-    snprintf(left, sizeof left, "%s %s", opts[i].name, opts[i].arg);
-    printf("  %-24s %s\n", left, opts[i].help);
-  }
+  cm_opt_print_help(stdout, opts, NOPTS, 24);
   printf("durations: 250ms, 5s, 2m, 1h (combinations like 1h30m)\n");
 }
 
@@ -195,15 +175,8 @@ static int parse(int argc, char **argv, co_opts *o)
       usage();
       return 1;
     }
-    const opt *op = NULL;
     const char *val = NULL;
-    for (size_t k = 0; k < NOPTS && !op; k++) {
-      size_t n = strlen(opts[k].name);
-      if (strncmp(a, opts[k].name, n) == 0 && (a[n] == '\0' || a[n] == '=')) {
-        op = &opts[k];
-        val = a[n] == '=' ? a + n + 1 : NULL;
-      }
-    }
+    const cm_opt *op = cm_opt_find(opts, NOPTS, a, &val);
     if (!op)
       return co_usage_error("unknown option %s", a);
     /* every option here takes one value: a second one would silently win */
@@ -218,26 +191,8 @@ static int parse(int argc, char **argv, co_opts *o)
         return co_usage_error("%s needs a value", op->name);
       val = argv[++i];
     }
-    char *field = (char *)o + op->offset;
-    switch (op->kind) {
-    case OPT_DURATION_OFF:
-    case OPT_DURATION:
-      if (cm_flag_duration(op->name, val, op->kind == OPT_DURATION_OFF,
-                           (int64_t *)(void *)field, err, sizeof err) != 0)
-        return co_usage_error("%s", err);
-      break;
-    case OPT_STRING:
-      *(const char **)(void *)field = val;
-      break;
-    case OPT_LEVEL:
-      if (cm_flag_log_level(val, &o->log_level, err, sizeof err) != 0)
-        return co_usage_error("%s", err);
-      break;
-    case OPT_FORMAT:
-      if (cm_flag_log_format(val, &o->log_json, err, sizeof err) != 0)
-        return co_usage_error("%s", err);
-      break;
-    }
+    if (cm_opt_set(op, val, o, err, sizeof err) != 0)
+      return co_usage_error("%s", err);
   }
   if (o->interval_ms < 50)
     return co_usage_error("--interval must be at least 50ms");

@@ -64,6 +64,19 @@ uint64_t oq_monotonic_ms(void)
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+struct timespec oq_monotonic_deadline(int ms)
+{
+  struct timespec at;
+  clock_gettime(CLOCK_MONOTONIC, &at);
+  at.tv_sec += ms / 1000;
+  at.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (at.tv_nsec >= 1000000000L) {
+    at.tv_sec++;
+    at.tv_nsec -= 1000000000L;
+  }
+  return at;
+}
+
 int oq_backoff_delay_ms(const oq_retry_policy *p, int attempt, uint64_t *rng)
 {
   if (attempt < 1)

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "onceq/backoff.h"
 #include "waiter.h"
 
 int oq__waiter_init(oq__waiter *w)
@@ -32,14 +33,7 @@ void oq__waiter_destroy(oq__waiter *w)
 
 bool oq__waiter_wait_ms(oq__waiter *w, int ms)
 {
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  until.tv_sec += ms / 1000;
-  until.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  struct timespec until = oq_monotonic_deadline(ms);
   pthread_mutex_lock(&w->mu);
   while (!w->stop) {
     if (pthread_cond_timedwait(&w->cond, &w->mu, &until) == ETIMEDOUT)

@@ -1,9 +1,9 @@
 /*
- * fuzz_worker_flags.c: wk_config_parse (worker/src/config.c), onceq-worker's
+ * fuzz_worker_flags.c: wk_config_parse (worker/src/cmdline.c), onceq-worker's
  * command line. The input is split into argv words at NUL bytes and
  * newlines.
  */
-#include "config.h"
+#include "cmdline.h"
 #include "fuzz.h"
 
 #define MAX_ARGS 64

@@ -61,13 +61,7 @@ static size_t take_batch(wk *w, wk_job **batch, size_t max)
     pthread_cond_wait(&w->ack_cv, &w->mu);
   /* group commit: while executors are still finishing, give them up to
    * 2 ms to add to this batch (one commit for many items) */
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  until.tv_nsec += 2000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  struct timespec until = oq_monotonic_deadline(2);
   while (w->ack_head && !w->exit_acker &&
          w->acks_pending < w->cfg->concurrency && w->inflight > 0 &&
          pthread_cond_timedwait(&w->ack_cv, &w->mu, &until) == 0) {
@@ -83,24 +77,6 @@ static size_t take_batch(wk *w, wk_job **batch, size_t max)
   return n;
 }
 
-/* Connect, retrying while the first job's session may still ack. */
-static oq_db *connect_for(wk *w, const oq_db_opts *o, wk_job *first,
-                          uint64_t *rng)
-{
-  char err[OQ_ERRBUF_SIZE] = "";
-  oq_db *db = NULL;
-  for (int round = 1;; round++) {
-    if (oq_db_open(o, &db, err, sizeof err) == OQ_OK)
-      return db;
-    if (round == 1)
-      OQ_LOG(OQ_LOG_WARN, oq_session_id(first->g->session), NULL, "acker: %s",
-             err);
-    if (!wk_keep_trying(w, first, round))
-      return NULL;
-    wk_retry_pause(round, rng);
-  }
-}
-
 void *wk_acker_main(void *arg)
 {
   wk *w = arg;
@@ -113,7 +89,7 @@ void *wk_acker_main(void *arg)
   size_t n;
   while ((n = take_batch(w, batch, ACK_BATCH_MAX)) > 0) {
     if (!db)
-      db = connect_for(w, &o, batch[0], &rng);
+      db = wk_connect_for(w, &o, "acker", batch[0], NULL, &rng);
     /* one statement per session generation (almost always one) */
     bool grouped[ACK_BATCH_MAX] = {false};
     for (size_t i = 0; i < n; i++) {

@@ -1,8 +1,8 @@
 /*
- * config.h: onceq-worker's settings and their command-line parsing
- * (docs/design.md §6: the flag names are an interface scripts rely on).
+ * config.h: onceq-worker's settings, what the command line (cmdline.h)
+ * fills in and every thread reads.
  *
- * Thread safety: parsed once on the main thread, then read-only.
+ * Thread safety: filled once on the main thread, then read-only.
  */
 #ifndef ONCEQ_WORKER_CONFIG_H
 #define ONCEQ_WORKER_CONFIG_H
@@ -14,12 +14,7 @@
 #define WK_MAX_QUEUES 64
 #define WK_MAX_ENV 64
 
-typedef enum wk_handler_kind {
-  WK_HANDLER_NONE = 0,
-  WK_HANDLER_EXEC, /* --exec CMD [ARG...] */
-  WK_HANDLER_HTTP, /* --http URL */
-  WK_HANDLER_SQL   /* --sql STATEMENT */
-} wk_handler_kind;
+struct wk_handler; /* a handler kind, a row of handler.h's table */
 
 /* --max-held-mib's default: the payloads a worker holds stay well inside
  * the shipped 256 MiB memory limit (deploy/), with room for one claim's
@@ -36,8 +31,9 @@ typedef struct wk_config {
   int batch;                         /* max items claimed per round */
   int max_held_mib; /* --max-held-mib: payload MiB held, claimed and not
                        yet freed; a claim stops once it is reached */
-  wk_handler_kind handler;
-  char **exec_argv;      /* --exec: NULL-terminated (into argv) */
+  const struct wk_handler *handler; /* --exec, --http or --sql (handler.h);
+                                       NULL until one is given */
+  char **exec_argv;                 /* --exec: NULL-terminated (into argv) */
   char *env[WK_MAX_ENV]; /* --env NAME or NAME=VALUE, repeatable (copies:
                             a VALUE is masked in argv) */
   size_t nenv;
@@ -66,29 +62,8 @@ typedef struct wk_config {
   int64_t orphan_after_ms;
 } wk_config;
 
-/*
- * Parse argv into cfg (defaults first). Returns 0 to run, 1 when --help or
- * --version was printed (exit 0), -1 on bad usage with one line in err
- * naming the fix (exit 2). argv entries holding a password are masked in
- * place so `ps` does not show it. Free with wk_config_free.
- */
-int wk_config_parse(int argc, char **argv, wk_config *cfg, char *err,
-                    size_t errlen);
+/* Free what cfg owns (the copies and the --exec environment); cfg may
+ * be half-filled by a failed wk_config_parse (cmdline.h). */
 void wk_config_free(wk_config *cfg);
-
-/*
- * The session's fence margin (docs/design.md §4a: it covers the kill grace
- * of children). --exec: --kill-grace + WK_FENCE_SLACK_MS, so that a child
- * SIGTERMed at the fence keeps its whole grace before the SIGKILL that
- * comes WK_KILL_BEFORE_EXPIRY_MS before the expiry; at least
- * OQ_FENCE_MARGIN_MS, at most expiry - 3 x heartbeat interval (a fence
- * never engages before three beats in a row failed to land; the expiry is
- * at least 3 x interval + 1 s, so that bound is never below the default).
- * --http and --sql start no child: OQ_FENCE_MARGIN_MS.
- */
-int wk_fence_margin_ms(const wk_config *cfg);
-/* What an --exec child gets between SIGTERM and SIGKILL when its session
- * is fenced: --kill-grace, or less when the margin above was capped. */
-int wk_fence_grace_ms(const wk_config *cfg);
 
 #endif

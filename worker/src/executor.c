@@ -8,15 +8,34 @@
 #include <time.h>
 
 #include "executor.h"
-#include "handler_exec.h"
-#include "handler_http.h"
-#include "handler_sql.h"
+#include "handler.h"
 #include "settle.h"
 
 typedef struct cancel_ctx {
   wk *w;
   wk_job *j;
 } cancel_ctx;
+
+int wk_fence_margin_ms(const wk_config *cfg)
+{
+  if (!cfg->handler || !cfg->handler->children)
+    return OQ_FENCE_MARGIN_MS;
+  int64_t m = cfg->kill_grace_ms + WK_FENCE_SLACK_MS;
+  int64_t most = cfg->session_expiry_ms - 3 * cfg->heartbeat_interval_ms;
+  if (m > most)
+    m = most;
+  if (m < OQ_FENCE_MARGIN_MS)
+    m = OQ_FENCE_MARGIN_MS;
+  return m > INT32_MAX ? INT32_MAX : (int)m;
+}
+
+int wk_fence_grace_ms(const wk_config *cfg)
+{
+  int64_t g = wk_fence_margin_ms(cfg) - WK_FENCE_SLACK_MS;
+  if (g > cfg->kill_grace_ms)
+    g = cfg->kill_grace_ms;
+  return g > 0 ? (int)g : 0;
+}
 
 /* The handler's cancel check: stop when the worker stops now or the
  * session is not live (computed from the clock: a blocked heartbeat cannot
@@ -80,70 +99,63 @@ static void observe_latency(wk *w, const wk_job *j)
                        (double)(now_us - j->item.enqueued_at_us) / 1e6);
 }
 
-/* An executor's --http client (wk_http_new), NULL while it cannot be set
- * up (out of memory), and how many jobs in a row found it so. */
-typedef struct http_slot {
-  wk_http *h;
+/* An executor's handle for its handler (the row's state_new: the --http
+ * client), NULL while it cannot be set up (out of memory), and how many
+ * jobs in a row found it so. */
+typedef struct state_slot {
+  void *state;
   int failures;
-} http_slot;
-
-static wk_http *http_new(const wk *w)
-{
-  wk_http_cfg hc = {.url = w->cfg->http_url,
-                    .timeout_ms = (int)w->cfg->timeout_ms,
-                    .insecure = w->cfg->insecure};
-  return wk_http_new(&hc);
-}
+} state_slot;
 
 /*
- * Before an --http job: the client, created again if it could not be
- * before. NULL when it still cannot be: the job is released, not failed
- * (the item is not at fault, and another executor or worker may run it),
- * after a pause that grows with the failures in a row, so a worker out of
- * memory does not claim and release in a loop.
+ * Before a job of a handler with a per-thread handle: the handle, created
+ * again if it could not be before. False when it still cannot be: the job
+ * is released, not failed (the item is not at fault, and another executor
+ * or worker may run it), after a pause that grows with the failures in a
+ * row, so a worker out of memory does not claim and release in a loop.
  */
-static wk_http *http_for(wk *w, oq_db *db, http_slot *hs, wk_job *j,
-                         uint64_t *rng)
+static bool state_for(wk *w, oq_db *db, state_slot *ss, wk_job *j,
+                      uint64_t *rng)
 {
-  if (!hs->h)
-    hs->h = http_new(w);
-  if (hs->h) {
-    hs->failures = 0;
-    return hs->h;
+  const wk_handler *h = w->cfg->handler;
+  if (!h->state_new)
+    return true;
+  if (!ss->state)
+    ss->state = h->state_new(w->cfg);
+  if (ss->state) {
+    ss->failures = 0;
+    return true;
   }
-  hs->failures++;
+  ss->failures++;
   OQ_LOG(OQ_LOG_WARN, oq_session_id(j->g->session), j->item.id,
-         "cannot set up the HTTP client (out of memory); item released, "
-         "not failed");
+         "cannot set up %s (out of memory); item released, not failed",
+         h->state_what);
   wk_settle_release(w, db, j);
   wk_job_free(w, j);
-  wk_retry_pause(hs->failures, rng);
-  return NULL;
+  wk_retry_pause(ss->failures, rng);
+  return false;
 }
 
 /* Run one job and settle it. Frees j unless the acker took it. */
-static void run_job(wk *w, oq_db *db, http_slot *hs, wk_job *j, uint64_t *rng)
+static void run_job(wk *w, oq_db *db, state_slot *ss, wk_job *j, uint64_t *rng)
 {
+  const wk_handler *h = w->cfg->handler;
   const char *sid = oq_session_id(j->g->session);
-  wk_http *http = NULL;
   if (atomic_load(&w->draining) || atomic_load(&w->hard_stop) ||
       oq_session_state_get(j->g->session) != OQ_SESSION_LIVE) {
     wk_settle_release(w, db, j);
     wk_job_free(w, j);
     return;
   }
-  if (w->cfg->handler == WK_HANDLER_HTTP) {
-    http = http_for(w, db, hs, j, rng);
-    if (!http)
-      return;
-  }
+  if (!state_for(w, db, ss, j, rng))
+    return;
   observe_latency(w, j);
   OQ_LOG(OQ_LOG_DEBUG, sid, j->item.id, "start attempt %d/%d queue=%s",
          j->item.attempt, j->item.max_attempts, j->item.queue);
   uint64_t t0 = wk_now_ms();
   uint64_t t0_us = now_us();
-  if (w->cfg->handler == WK_HANDLER_SQL) {
-    wk_sql_handle(w, db, j);
+  if (h->handle) {
+    h->handle(w, db, j);
     observe_work(w, 1, t0_us);
     wk_metrics_observe(w->m, WK_H_HANDLER, (double)(wk_now_ms() - t0) / 1e3);
     wk_job_free(w, j);
@@ -162,15 +174,7 @@ static void run_job(wk *w, oq_db *db, http_slot *hs, wk_job *j, uint64_t *rng)
     return;
   }
   wk_result_init(r);
-  if (w->cfg->handler == WK_HANDLER_EXEC) {
-    wk_exec_cfg ec = {.argv = w->cfg->exec_argv,
-                      .timeout_ms = (int)w->cfg->timeout_ms,
-                      .kill_grace_ms = (int)w->cfg->kill_grace_ms,
-                      .env = w->cfg->exec_env};
-    wk_exec_run(&ec, &t, r);
-  } else {
-    wk_http_run(http, &t, r);
-  }
+  h->run(ss->state, w->cfg, &t, r);
   observe_work(w, 1, t0_us);
   wk_metrics_observe(w->m, WK_H_HANDLER, (double)(wk_now_ms() - t0) / 1e3);
   switch (r->outcome) {
@@ -203,7 +207,7 @@ static void run_job(wk *w, oq_db *db, http_slot *hs, wk_job *j, uint64_t *rng)
 }
 
 /*
- * Take the next jobs: one, or for a batched --sql up to max of one
+ * Take the next jobs: one, or for a batching handler up to max of one
  * session, but no more than this executor's share of what is queued among
  * the executors waiting for work, so that a claim landing on idle
  * executors spreads over them (several batches in flight at once), while
@@ -242,9 +246,9 @@ static size_t next_jobs(wk *w, wk_job **out, size_t max)
   return n;
 }
 
-/* A batched --sql turn: run the live jobs in one transaction, release the
- * rest (not live any more), free them all. */
-static void run_sql_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
+/* A batching handler's turn (--sql): run the live jobs in one
+ * transaction, release the rest (not live any more), free them all. */
+static void run_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
 {
   wk_job *live[n];
   size_t k = 0;
@@ -263,30 +267,12 @@ static void run_sql_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
     return;
   uint64_t t0 = wk_now_ms();
   uint64_t t0_us = now_us();
-  wk_sql_handle_batch(w, db, live, k);
+  w->cfg->handler->handle_batch(w, db, live, k);
   observe_work(w, k, t0_us);
   double each = (double)(wk_now_ms() - t0) / 1e3 / (double)k;
   for (size_t i = 0; i < k; i++) {
     wk_metrics_observe(w->m, WK_H_HANDLER, each);
     wk_job_free(w, live[i]);
-  }
-}
-
-/* Connect for job j (lazily: an outage at start-up is not fatal here),
- * retrying while j's session may still settle it. */
-static oq_db *connect_for(wk *w, const oq_db_opts *o, wk_job *j, uint64_t *rng)
-{
-  char err[OQ_ERRBUF_SIZE];
-  oq_db *db = NULL;
-  for (int round = 1;; round++) {
-    if (oq_db_open(o, &db, err, sizeof err) == OQ_OK)
-      return db;
-    if (round == 1)
-      OQ_LOG(OQ_LOG_WARN, oq_session_id(j->g->session), j->item.id,
-             "executor: %s", err);
-    if (!wk_keep_trying(w, j, round))
-      return NULL;
-    wk_retry_pause(round, rng);
   }
 }
 
@@ -309,32 +295,32 @@ void *wk_executor_main(void *arg)
   oq_db *db = NULL;
   oq_db_opts o = w->dbo;
   o.application_name = "onceq-worker-exec";
-  /* --sql handler statements are the user's work and may run long (a
-   * batch runs several): their deadline is --timeout, at least
+  /* a statement handler's (--sql) statements are the user's work and may
+   * run long (a batch runs several): their deadline is --timeout, at least
    * WK_SQL_DEADLINE_MS, not the fence. Past the fence the ack's claim
    * check keeps them safe; the deadline only bounds a call stuck on a dead
    * network. */
-  if (w->cfg->handler == WK_HANDLER_SQL) {
+  const wk_handler *h = w->cfg->handler;
+  if (h->handle) {
     int64_t d = w->cfg->timeout_ms > WK_SQL_DEADLINE_MS ? w->cfg->timeout_ms
                                                         : WK_SQL_DEADLINE_MS;
     if (d > o.deadline_ms)
       o.deadline_ms = d > INT32_MAX ? INT32_MAX : (int)d;
   }
-  http_slot hs = {NULL, 0};
+  state_slot ss = {NULL, 0};
   uint64_t restarts_seen = 0;
   uint64_t rng = oq_backoff_seed();
   /* now, so the first item finds a warm handle; if this fails, each job
-   * tries again (http_for) */
-  if (w->cfg->handler == WK_HANDLER_HTTP)
-    hs.h = http_new(w);
-  bool batched = w->cfg->handler == WK_HANDLER_SQL && !w->cfg->sql_per_item &&
-                 w->cfg->batch > 1;
-  size_t max = batched ? (size_t)w->cfg->batch : 1;
+   * tries again (state_for) */
+  if (h->state_new)
+    ss.state = h->state_new(w->cfg);
+  size_t max = (size_t)wk_handler_batch_max(w->cfg);
+  bool batched = max > 1;
   wk_job **jobs = calloc(max, sizeof *jobs);
   size_t n;
   while (jobs && (n = next_jobs(w, jobs, max)) > 0) {
     if (!db)
-      db = connect_for(w, &o, jobs[0], &rng);
+      db = wk_connect_for(w, &o, "executor", jobs[0], jobs[0]->item.id, &rng);
     if (!db) {
       OQ_LOG(OQ_LOG_WARN, oq_session_id(jobs[0]->g->session), NULL,
              "executor cannot reach the database; dropping %zu job(s) (a "
@@ -347,9 +333,9 @@ void *wk_executor_main(void *arg)
     } else {
       oq_db_set_give_up(db, session_lost, jobs[0]->g);
       if (batched)
-        run_sql_batch(w, db, jobs, n);
+        run_batch(w, db, jobs, n);
       else
-        run_job(w, db, &hs, jobs[0], &rng);
+        run_job(w, db, &ss, jobs[0], &rng);
       oq_db_set_give_up(db, NULL, NULL);
       count_restarts(w, db, &restarts_seen);
       if (!oq_db_connected(db)) {
@@ -362,7 +348,8 @@ void *wk_executor_main(void *arg)
       wk_job_done(w);
   }
   free(jobs);
-  wk_http_free(hs.h);
+  if (h->state_free)
+    h->state_free(ss.state);
   oq_db_close(db);
   return NULL;
 }

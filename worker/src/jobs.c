@@ -144,14 +144,8 @@ void wk_sweep_request(wk *w, const char *why)
 
 void wk_wait_slot(wk *w, int ms)
 {
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until); /* the condvars use it */
-  until.tv_sec += ms / 1000;
-  until.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  /* the condvars use the monotonic clock */
+  struct timespec until = oq_monotonic_deadline(ms);
   pthread_mutex_lock(&w->mu);
   pthread_cond_timedwait(&w->slot_cv, &w->mu, &until);
   pthread_mutex_unlock(&w->mu);

@@ -6,15 +6,13 @@
 
 #include <stdlib.h>
 
-#include "config.h"
-#include "curlpost.h"
+#include "cmdline.h"
 #include "flags.h"
-#include "handler_exec.h"
+#include "handler.h"
 #include "lazylib.h"
 #include "logsink.h"
 #include "metrics.h"
 #include "onceq/onceq.h"
-#include "preflight.h"
 #include "say.h"
 #include "signals.h"
 #include "worker.h"
@@ -68,11 +66,9 @@ int main(int argc, char **argv)
   cm_logsink_secret(cfg.http_url, false);
   cm_logsink_secret(cm_listen_db(cfg.listen_db), false);
   cm_signals_install(&signals_seen);
-  /* only the HTTP handler uses libcurl's transfers: its TLS set-up costs
-   * about 3 MiB of resident memory that an --sql or --exec worker does
-   * not need (the README's memory figure) */
-  if (cfg.handler == WK_HANDLER_HTTP &&
-      cm_curl_global_init(err, sizeof err) != 0) {
+  /* what the handler kind loads process-wide (libcurl for --http only) */
+  const wk_handler *h = cfg.handler;
+  if (h->init && h->init(err, sizeof err) != 0) {
     usage_line(err);
     wk_config_free(&cfg);
     return 1;
@@ -84,21 +80,18 @@ int main(int argc, char **argv)
     goto out;
   /* handler mistakes stop us here, not one item at a time (on the same
    * connection: one fewer to open before the first claim) */
-  rc = wk_preflight(&cfg, pre, err, sizeof err);
+  rc = h->check ? h->check(&cfg, pre, err, sizeof err) : 0;
   oq_db_close(pre);
   if (rc != 0) {
     usage_line(err);
     goto out;
   }
   /* after the start-up checks, so that a usage error stays one line;
-   * before the threads (it reads environ, and nobody may setenv then) */
-  if (cfg.handler == WK_HANDLER_EXEC) {
-    cfg.exec_env = wk_exec_env_new((const char *const *)cfg.env, cfg.nenv);
-    if (!cfg.exec_env) {
-      usage_line("out of memory");
-      rc = 1;
-      goto out;
-    }
+   * before the threads (it may read environ, and nobody may setenv then) */
+  if (h->prepare && h->prepare(&cfg) != 0) {
+    usage_line("out of memory");
+    rc = 1;
+    goto out;
   }
   rc = 1;
   m = wk_metrics_new();
@@ -117,8 +110,8 @@ int main(int argc, char **argv)
   rc = wk_worker_run(&cfg, m, &signals_seen);
 out:
   wk_metrics_free(m);
-  if (cfg.handler == WK_HANDLER_HTTP)
-    cm_curl_global_cleanup();
+  if (h->cleanup)
+    h->cleanup();
   wk_config_free(&cfg);
   return rc;
 }

@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "curlpost.h"
 #include "onceq/onceq.h"
 #include "onceq/stmt.h"
 #include "preflight.h"
@@ -177,17 +176,15 @@ int wk_preflight_sql_text(const char *sql, char *err, size_t errlen)
   return check_session_state(s, n, skip_noise(s + n), err, errlen);
 }
 
-/* Prepare the statement on db (the start-up check's connection); 0, or 2
- * with err. */
-static int check_sql(const wk_config *cfg, oq_db *db, char *err, size_t errlen)
+int wk_preflight_sql(const char *sql, oq_db *db, char *err, size_t errlen)
 {
-  int rc = wk_preflight_sql_text(cfg->sql, err, errlen);
+  int rc = wk_preflight_sql_text(sql, err, errlen);
   if (rc)
     return rc;
   static const unsigned int types[4] = {OQ_OID_JSONB, OQ_OID_UUID, OQ_OID_TEXT,
                                         OQ_OID_INT4};
   int nparams = 0;
-  oq_err e = oq_stmt_check(db, cfg->sql, 4, types, &nparams);
+  oq_err e = oq_stmt_check(db, sql, 4, types, &nparams);
   if (e == OQ_ERR_CONN) {
     snprintf(err, errlen, "--sql could not be checked: %s", oq_db_errmsg(db));
     rc = 2;
@@ -282,20 +279,4 @@ int wk_preflight_exec(const char *cmd, const char *path, char *err,
   else
     snprintf(err, errlen, "--exec %s cannot be run: %s", cmd, strerror(e));
   return 2;
-}
-
-int wk_preflight(const wk_config *cfg, oq_db *db, char *err, size_t errlen)
-{
-  switch (cfg->handler) {
-  case WK_HANDLER_SQL:
-    return check_sql(cfg, db, err, errlen);
-  case WK_HANDLER_EXEC:
-    return wk_preflight_exec(cfg->exec_argv ? cfg->exec_argv[0] : NULL, NULL,
-                             err, errlen);
-  case WK_HANDLER_HTTP:
-    return cm_curl_check_url("--http", cfg->http_url, err, errlen);
-  case WK_HANDLER_NONE:
-    break;
-  }
-  return 0;
 }

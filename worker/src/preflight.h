@@ -3,7 +3,9 @@
  * that would fail every item (SQL that does not prepare, a command that is
  * not there, a URL libcurl cannot use) stops the worker at once with one
  * line, instead of burning attempts and dead-lettering work (docs/design.md §6:
- * exit 2 is bad configuration).
+ * exit 2 is bad configuration). The handler table (handler.h) runs them
+ * as each kind's check; --http's URL check is cm_curl_check_url
+ * (curlpost.h).
  *
  * Thread safety: called once on the main thread before the worker runs.
  */
@@ -12,19 +14,13 @@
 
 #include <stddef.h>
 
-#include "config.h"
 #include "onceq/db.h"
 
-/*
- * Check cfg's handler: --sql is prepared on db, the start-up check's
- * connection (parameter types jsonb, uuid, text, int4 for $1..$4), and
- * deallocated, never run;
- * --exec's command is resolved through PATH and must be an executable
- * file; --http's URL must parse with libcurl's URL API. Returns 0 when the
- * worker may start, else the exit code (2) with one line in err naming the
- * problem and the fix (passwords masked).
- */
-int wk_preflight(const wk_config *cfg, oq_db *db, char *err, size_t errlen);
+/* The --sql check: the text checks below, then sql is prepared on db, the
+ * start-up check's connection (parameter types jsonb, uuid, text, int4 for
+ * $1..$4), and deallocated, never run. 0, or 2 with one line in err naming
+ * the problem and the fix. */
+int wk_preflight_sql(const char *sql, oq_db *db, char *err, size_t errlen);
 
 /* The SQL text checks that need no server: 0 when sql may be prepared,
  * else 2 with one line in err (empty statement, transaction control). */

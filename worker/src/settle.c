@@ -12,6 +12,23 @@ bool wk_keep_trying(wk *w, const wk_job *j, int round)
   return oq_session_state_get(j->g->session) != OQ_SESSION_LOST;
 }
 
+oq_db *wk_connect_for(wk *w, const oq_db_opts *o, const char *who,
+                      const wk_job *j, const char *item_id, uint64_t *rng)
+{
+  char err[OQ_ERRBUF_SIZE] = "";
+  oq_db *db = NULL;
+  for (int round = 1;; round++) {
+    if (oq_db_open(o, &db, err, sizeof err) == OQ_OK)
+      return db;
+    if (round == 1)
+      OQ_LOG(OQ_LOG_WARN, oq_session_id(j->g->session), item_id, "%s: %s", who,
+             err);
+    if (!wk_keep_trying(w, j, round))
+      return NULL;
+    wk_retry_pause(round, rng);
+  }
+}
+
 void wk_db_revive(oq_db *db)
 {
   if (!oq_db_connected(db)) {

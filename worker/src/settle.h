@@ -19,6 +19,14 @@
  * claim) or 1000 rounds passed. */
 bool wk_keep_trying(wk *w, const wk_job *j, int round);
 
+/* Open a connection for a thread that has job j to settle (lazily: an
+ * outage at start-up is not fatal there), retrying while wk_keep_trying
+ * says j may still be settled. The first failure is logged once as
+ * "<who>: <error>" with j's session and item_id (NULL: none). Returns the
+ * connection (close with oq_db_close) or NULL when it gave up. */
+oq_db *wk_connect_for(wk *w, const oq_db_opts *o, const char *who,
+                      const wk_job *j, const char *item_id, uint64_t *rng);
+
 /* Record a failed attempt of j: retry after retry_after_ms (< 0: the item
  * backoff) or dead-letter. Retries transient errors with backoff. */
 void wk_settle_failure(wk *w, oq_db *db, wk_job *j, const char *why,

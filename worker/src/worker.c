@@ -47,6 +47,7 @@
 #include "acker.h"
 #include "executor.h"
 #include "flags.h"
+#include "handler.h"
 #include "lazylib.h"
 #include "onceq/onceq.h"
 #include "reconcile.h"
@@ -354,12 +355,6 @@ static loop_state by_session(const wk *w, loop_state otherwise)
   return otherwise;
 }
 
-static bool conn_error(oq_err e)
-{
-  return e == OQ_ERR_CONN || e == OQ_ERR_TIMEOUT || e == OQ_ERR_RETRY ||
-         e == OQ_ERR_AMBIGUOUS;
-}
-
 static loop_state go_down(wk *w, loop *l, const char *what)
 {
   OQ_LOG(OQ_LOG_WARN, sid_of(w), NULL,
@@ -381,7 +376,7 @@ static loop_state maybe_sweep(wk *w, loop *l)
   oq_err e = wk_reconcile(w, l->db, w->current, why, NULL);
   if (e != OQ_OK) {
     atomic_store(&w->sweep_due, true); /* try again */
-    return conn_error(e) ? go_down(w, l, "sweep") : RUNNING;
+    return wk_transient(e) ? go_down(w, l, "sweep") : RUNNING;
   }
   l->sweep_why = NULL;
   l->next_sweep_ms = wk_now_ms() + (uint64_t)w->cfg->session_expiry_ms;
@@ -446,7 +441,7 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
   size_t got = 0;
   oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want,
                         max_bytes - held_bytes, &items, &got);
-  if (conn_error(e)) {
+  if (wk_transient(e)) {
     /* the claim may have committed with its reply lost */
     l->sweep_why = "ambiguous claim";
     return go_down(w, l, "claim");
@@ -750,14 +745,9 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
   OQ_LOG(OQ_LOG_INFO, sid_of(&w), NULL,
          "onceq-worker %s started: %d executor(s), handler %s, queue(s) "
          "%s%s, database %s",
-         oq_version(), cfg->concurrency,
-         cfg->handler == WK_HANDLER_EXEC   ? "exec"
-         : cfg->handler == WK_HANDLER_HTTP ? "http"
-                                           : "sql",
-         cfg->queues[0], cfg->nqueues > 1 ? ",..." : "",
-         oq_db_masked_conninfo(db));
-  if (cfg->handler == WK_HANDLER_EXEC &&
-      wk_fence_grace_ms(cfg) < cfg->kill_grace_ms)
+         oq_version(), cfg->concurrency, cfg->handler->flag + 2, cfg->queues[0],
+         cfg->nqueues > 1 ? ",..." : "", oq_db_masked_conninfo(db));
+  if (cfg->handler->children && wk_fence_grace_ms(cfg) < cfg->kill_grace_ms)
     OQ_LOG(OQ_LOG_INFO, sid_of(&w), NULL,
            "--kill-grace %lld ms: children of a fenced session get %d ms "
            "between SIGTERM and SIGKILL (the fence margin, %d ms, is at "
@@ -794,7 +784,9 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
     }
     started++;
   }
-  if (cfg->handler != WK_HANDLER_SQL) {
+  /* a task handler's successes are acknowledged by the acker; a statement
+   * handler acknowledges in its own transaction */
+  if (cfg->handler->run) {
     if (pthread_create(&acker, NULL, wk_acker_main, &w) != 0) {
       rc = 1;
       goto stop;

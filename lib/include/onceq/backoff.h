@@ -12,6 +12,7 @@
 #define ONCEQ_BACKOFF_H
 
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +51,12 @@ uint64_t oq_backoff_seed(void);
 
 /* Monotonic milliseconds (CLOCK_MONOTONIC); what the policy uses by default. */
 uint64_t oq_monotonic_ms(void);
+
+/* The CLOCK_MONOTONIC instant ms milliseconds from now, for
+ * pthread_cond_timedwait on a condition variable that uses that clock
+ * (pthread_condattr_setclock): the one place that carries the
+ * nanoseconds over into seconds. */
+struct timespec oq_monotonic_deadline(int ms);
 
 #ifdef __cplusplus
 }
