@@ -11,8 +11,6 @@ static const char SQL_TAKE[] =
 static const char SQL_HOLDER[] =
     "SELECT session_id::text FROM onceq_leases WHERE name = $1";
 
-#define SQLSTATE_FK_VIOLATION "23503"
-
 oq_err co_lease_try(oq_db *db, const char *session_id, bool *leader,
                     char *holder, size_t holder_len)
 {
@@ -25,7 +23,7 @@ oq_err co_lease_try(oq_db *db, const char *session_id, bool *leader,
   oq_err e = qv_exec(db, SQL_TAKE, 2, take, NULL);
   if (e != OQ_OK) {
     /* our session row is gone: the FK refuses the lease */
-    if (strcmp(oq_db_sqlstate(db), SQLSTATE_FK_VIOLATION) == 0)
+    if (oq_db_sqlstate_is(db, OQ_SQLSTATE_FOREIGN_KEY_VIOLATION))
       return OQ_ERR_SESSION_LOST;
     return e;
   }

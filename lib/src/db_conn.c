@@ -435,7 +435,7 @@ oq_err oq__db_fail_result(oq_db *db, PGresult *res, const char *what)
   if (db->link == OQ__DB_CLOSED_BY_COPY) {
     db->link = OQ__DB_CLOSED;
     return oq__db_fail(
-        db, OQ_ERR_SQL, oq__sqlstate_code(OQ__SQLSTATE_FEATURE_NOT_SUPPORTED),
+        db, OQ_ERR_SQL, oq_sqlstate_code(OQ_SQLSTATE_FEATURE_NOT_SUPPORTED),
         "%s: COPY ... FROM STDIN / TO STDOUT is not supported "
         "(nothing would feed or read its data); the connection "
         "was closed. Use INSERT/SELECT, or COPY to a server file",

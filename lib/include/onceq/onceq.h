@@ -54,6 +54,7 @@
 #include "onceq/retention.h"
 #include "onceq/duration.h"
 #include "onceq/text.h"
+#include "onceq/sqlstate.h"
 #include "onceq/wait.h"
 
 #ifdef __cplusplus
