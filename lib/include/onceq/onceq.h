@@ -55,6 +55,9 @@
 #include "onceq/duration.h"
 #include "onceq/text.h"
 #include "onceq/sqlstate.h"
+#include "onceq/lease.h"
+#include "onceq/dead.h"
+#include "onceq/schedule.h"
 #include "onceq/wait.h"
 
 #ifdef __cplusplus
