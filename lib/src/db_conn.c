@@ -87,6 +87,11 @@ const char *oq_db_sqlstate(const oq_db *db)
   return db ? db->sqlstate : "";
 }
 
+bool oq_db_sqlstate_is(const oq_db *db, oq_sqlstate code)
+{
+  return db && oq__sqlstate_is(db->sqlstate, code);
+}
+
 uint64_t oq_db_restarts(const oq_db *db)
 {
   return db->restarts;

@@ -126,11 +126,6 @@ bool oq__sqlstate_is(const char *sqlstate, oq_sqlstate code)
   return sqlstate && strcmp(sqlstate, oq_sqlstate_code(code)) == 0;
 }
 
-bool oq_db_sqlstate_is(const oq_db *db, oq_sqlstate code)
-{
-  return db && oq__sqlstate_is(oq_db_sqlstate(db), code);
-}
-
 bool oq__sqlstate_prepared_gone(const char *sqlstate)
 {
   return oq__sqlstate_is(sqlstate, OQ_SQLSTATE_INVALID_STATEMENT_NAME) ||
