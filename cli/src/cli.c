@@ -185,7 +185,7 @@ int cli_fail_db(oq_db *db, oq_err e, const char *cmd, const char *suffix)
     suffix = "";
   if (e == OQ_ERR_NOMEM)
     return cli_fail(CLI_EXIT_RUNTIME, cmd, "out of memory%s%s", sep, suffix);
-  if (e == OQ_ERR_SCHEMA || strcmp(oq_db_sqlstate(db), "42P01") == 0)
+  if (e == OQ_ERR_SCHEMA || oq_db_sqlstate_is(db, OQ_SQLSTATE_UNDEFINED_TABLE))
     return cli_fail(CLI_EXIT_USAGE, cmd,
                     "the onceq tables are missing in this database; run "
                     "`onceq migrate` first%s%s",

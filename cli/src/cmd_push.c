@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "due.h"
 #include "jsonline.h"
 #include "push.h"
 #include "table.h"
@@ -533,8 +534,7 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
   }
   if (!o.payload) {
     /* bulk: a missing schema is found before stdin is read */
-    oq_err e = oq_db_query(st.db, "SELECT 1 FROM onceq_items LIMIT 0", 0, NULL,
-                           NULL, NULL);
+    oq_err e = qv_items_probe(st.db);
     if (e != OQ_OK) {
       rc = cli_fail_db(st.db, e, "push", "nothing read or inserted");
       goto out;

@@ -77,7 +77,7 @@ static oq_err reap_tx(oq_db *db, void *ud)
   /* oq_reap retries a statement on 40001 by itself; inside our
    * transaction that retry meets "transaction aborted" (25P02): the
    * transaction as a whole must run again. */
-  if (e != OQ_OK && strcmp(oq_db_sqlstate(db), "25P02") == 0)
+  if (e != OQ_OK && oq_db_sqlstate_is(db, OQ_SQLSTATE_IN_FAILED_TRANSACTION))
     return OQ_ERR_RETRY;
   return e;
 }

@@ -93,12 +93,8 @@ static int sched_add(const cli_globals *g, int argc, char **argv)
     goto out;
   }
   cm_fmt_utc(next_s, sizeof next_s, (double)next);
-  const char *p[5] = {name, expr, queue, payload, next_s};
-  e = qv_query(db,
-               "INSERT INTO onceq_schedules (name, cron, queue, payload,"
-               " next_run_at) VALUES ($1, $2, $3, $4::jsonb, $5::timestamptz)"
-               " ON CONFLICT (name) DO NOTHING RETURNING name",
-               5, p, &r);
+  bool added = false;
+  e = oq_schedule_add(db, name, expr, queue, payload, next_s, &added);
   if (e != OQ_OK) {
     const char *st = oq_db_sqlstate(db);
     if (strncmp(st, "22", 2) == 0) /* data exception: invalid JSON */
@@ -108,7 +104,7 @@ static int sched_add(const cli_globals *g, int argc, char **argv)
       rc = cli_fail(cli_exit_for(e), "schedule", "%s", oq_db_errmsg(db));
     goto out;
   }
-  if (r.nrows == 0) {
+  if (!added) {
     rc = cli_fail(CLI_EXIT_USAGE, "schedule",
                   "a schedule named %s already exists (nothing changed); "
                   "remove it first with `onceq schedule rm %s`",
@@ -220,9 +216,7 @@ static oq_err rm_tx(oq_db *db, void *ud)
   x->missing = NULL;
   for (int i = 0; i < x->n; i++) {
     long n = 0;
-    const char *p[1] = {x->names[i]};
-    oq_err e =
-        oq_db_exec(db, "DELETE FROM onceq_schedules WHERE name = $1", 1, p, &n);
+    oq_err e = oq_schedule_remove(db, x->names[i], &n);
     if (e != OQ_OK)
       return e;
     if (n == 0) {

@@ -25,18 +25,19 @@ bool push_data_error(oq_err e, const char *sqlstate)
  * get our own sentence, the rest the server's message. */
 static void server_why(oq_db *db, char *why, size_t whylen)
 {
-  const char *st = oq_db_sqlstate(db), *m = oq_db_errmsg(db);
+  const char *m = oq_db_errmsg(db);
   if (oq_enqueue_too_large(db))
     snprintf(why, whylen,
              "payload is larger than the 1 MiB limit (%d bytes of JSON "
              "text, constraint onceq_items_payload_size): store the data "
              "elsewhere and enqueue a reference to it",
              OQ_MAX_PAYLOAD_BYTES);
-  else if (st && strcmp(st, "54001") == 0)
+  else if (oq_db_sqlstate_is(db, OQ_SQLSTATE_STATEMENT_TOO_COMPLEX))
     snprintf(why, whylen,
              "JSON nested too deep for the server (stack depth limit "
              "exceeded, SQLSTATE 54001)");
-  else if (st && strcmp(st, "54000") == 0 && strstr(m, "index row size"))
+  else if (oq_db_sqlstate_is(db, OQ_SQLSTATE_PROGRAM_LIMIT_EXCEEDED) &&
+           strstr(m, "index row size"))
     snprintf(why, whylen,
              "the unique key is too long for the index (at most %d bytes; "
              "SQLSTATE 54000)",

@@ -9,40 +9,15 @@
 #include <string.h>
 
 #include "rows.h"
-#include "figures.h"
+#include "due.h"
 #include "curlpost.h"
 #include "onceq/text.h"
 #include "notify.h"
 
-/* The receiver gets the dead row as JSON, built by the database so the
- * payload is passed through as the JSON it is, up to QV_PAYLOAD_SHOWN
- * characters (figures.h): past that its first ones as a JSON string, with
- * "payload_truncated": true (issue 20: 100 payloads of 1 MiB per pass would
- * be 100 MiB in the coordinator). Only that much of each payload leaves the
- * database (d.pt). Column 3 is the death's instant in microseconds since
- * the epoch, for the Idempotency-Key. */
-static const char SQL_PENDING[] =
-    "SELECT id::text, died_at::text, jsonb_build_object("
-    "'event', 'dead', 'id', id, 'queue', queue,"
-    " 'payload', CASE WHEN length(pt) > 16384 THEN to_jsonb(left(pt, 16384))"
-    " ELSE pt::jsonb END, 'payload_truncated', length(pt) > 16384,"
-    " 'priority', priority, 'attempts', attempts,"
-    " 'max_attempts', max_attempts, 'unique_key', unique_key,"
-    " 'last_error', last_error, 'created_at', created_at,"
-    " 'died_at', died_at)::text,"
-    " (extract(epoch FROM died_at) * 1000000)::int8::text"
-    " FROM (SELECT id, queue, " QV_PAYLOAD_READ " AS pt, priority, attempts,"
-    " max_attempts, unique_key, last_error, created_at, died_at"
-    " FROM onceq_dead WHERE notified_at IS NULL ORDER BY died_at LIMIT 100) d"
-    " ORDER BY died_at";
-_Static_assert(CO_NOTIFY_BATCH == 100, "SQL_PENDING's LIMIT");
-_Static_assert(QV_PAYLOAD_SHOWN == 16384, "SQL_PENDING's cut");
-
-/* died_at: a retried item that died again is a new death, not this one. */
-static const char SQL_MARK[] =
-    "UPDATE onceq_dead SET notified_at = now(), notify_status = $2::int"
-    " WHERE id = $1::uuid AND died_at = $3::timestamptz"
-    " AND notified_at IS NULL";
+/* The receiver gets the dead row as JSON, built by the database
+ * (qv_dead_unnotified, due.h); the answer is recorded with
+ * oq_dead_mark_notified (onceq/dead.h). */
+_Static_assert(CO_NOTIFY_BATCH == QV_DUE_BATCH, "one pass's read");
 
 struct co_notifier {
   CURL *curl;
@@ -193,7 +168,7 @@ oq_err co_notify_run(co_notifier *n, oq_db *db, const cm_signal_count *stop,
   if (oq_monotonic_ms() < n->next_try_ms)
     return OQ_OK; /* backing off after a failure */
   n->stop = stop;
-  oq_err e = qv_query(db, SQL_PENDING, 0, NULL, &r);
+  oq_err e = qv_dead_unnotified(db, &r);
   for (int i = 0; e == OQ_OK && i < r.nrows && !*stop; i++) {
     const char *id = qv_rows_get(&r, i, 0);
     const char *died = qv_rows_get(&r, i, 1);
@@ -216,11 +191,8 @@ oq_err co_notify_run(co_notifier *n, oq_db *db, const cm_signal_count *stop,
     if (*stop)
       break; /* abandoned mid-request: the next leader sends it again */
     if ((status >= 200 && status < 300) || permanent_rejection(status)) {
-      char st[16];
-      snprintf(st, sizeof st, "%ld", status);
-      const char *p[3] = {id, st, died};
       long marked = 0;
-      e = qv_exec(db, SQL_MARK, 3, p, &marked);
+      e = oq_dead_mark_notified(db, id, died, status, &marked);
       if (e != OQ_OK)
         break;
       if (status >= 300)

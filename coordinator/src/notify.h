@@ -8,8 +8,8 @@
  *
  * Delivery is AT LEAST ONCE, and each item is recorded as notified EXACTLY
  * ONCE: notified_at is set only after the receiver answered, by
- *   UPDATE onceq_dead SET notified_at = now() ... WHERE id = $1
- *     AND died_at = $2 AND notified_at IS NULL
+ * oq_dead_mark_notified (onceq/dead.h), a conditional UPDATE of the row
+ * (id, died_at) WHERE notified_at IS NULL.
  * If the leader dies between the 2xx and that UPDATE (or a deposed leader
  * was mid-request), the next leader POSTs the item again with the same
  * Idempotency-Key, so a receiver that keeps the keys it has seen makes the

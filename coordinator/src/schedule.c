@@ -3,25 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rows.h"
+#include "due.h"
 #include "cron.h"
 #include "fmt.h"
 #include "schedule.h"
-
-/* next_run_at comes back as text and goes into the compare-and-set as
- * that same text: an exact round trip, whatever its precision. */
-static const char SQL_DUE[] =
-    "SELECT name, cron, queue, payload::text, next_run_at::text,"
-    " extract(epoch FROM next_run_at)::float8"
-    " FROM onceq_schedules WHERE next_run_at <= now()"
-    " ORDER BY next_run_at LIMIT 100";
-static const char SQL_CAS[] =
-    "UPDATE onceq_schedules SET next_run_at = $3::timestamptz,"
-    " last_run_at = $2::timestamptz"
-    " WHERE name = $1 AND next_run_at = $2::timestamptz"
-    " RETURNING (next_run_at <= now())::int";
-static const char SQL_LAST_ITEM[] =
-    "UPDATE onceq_schedules SET last_item_id = $2::uuid WHERE name = $1";
 
 /*
  * Schedules whose cron can never fire (written past `onceq schedule add`,
@@ -67,14 +52,11 @@ typedef struct fire {
 static oq_err fire_tx(oq_db *db, void *ud)
 {
   fire *f = ud;
-  qv_rows r = {0};
   f->advanced = f->still_due = false;
   f->item[0] = '\0';
-  const char *cas[3] = {f->name, f->due_text, f->next_text};
-  oq_err e = qv_query_in_tx(db, SQL_CAS, 3, cas, &r);
-  if (e == OQ_OK && r.nrows == 1) {
-    f->advanced = true;
-    f->still_due = cm_atol(qv_rows_get(&r, 0, 0), 0) != 0;
+  oq_err e = oq_schedule_advance(db, f->name, f->due_text, f->next_text,
+                                 &f->advanced, &f->still_due);
+  if (e == OQ_OK && f->advanced) {
     /* through the library's enqueue, in this transaction: the key makes
      * an occurrence fire once, whoever else fires it */
     oq_enqueue_opts o = {
@@ -84,11 +66,9 @@ static oq_err fire_tx(oq_db *db, void *ud)
     e = oq_enqueue(db, &o, id, &st);
     if (e == OQ_OK && st == OQ_ENQUEUED) {
       snprintf(f->item, sizeof f->item, "%s", id);
-      const char *last[2] = {f->name, f->item};
-      e = oq_db_exec(db, SQL_LAST_ITEM, 2, last, NULL);
+      e = oq_schedule_set_last_item(db, f->name, f->item);
     }
   }
-  qv_rows_free(&r);
   return e;
 }
 
@@ -96,7 +76,7 @@ oq_err co_schedule_fire_due(oq_db *db, const cm_signal_count *stop, long *fired)
 {
   qv_rows due = {0}, cur = {0};
   *fired = 0;
-  oq_err e = qv_query(db, SQL_DUE, 0, NULL, &due);
+  oq_err e = qv_schedules_due(db, &due);
   for (int i = 0; e == OQ_OK && i < due.nrows && !*stop; i++) {
     const char *name = qv_rows_get(&due, i, 0);
     const char *expr = qv_rows_get(&due, i, 1);
@@ -161,12 +141,7 @@ oq_err co_schedule_fire_due(oq_db *db, const cm_signal_count *stop, long *fired)
       if (!f.still_due)
         break;
       /* the next occurrence is due too (catching up): re-read its text */
-      const char *p[1] = {name};
-      e = qv_query(db,
-                   "SELECT next_run_at::text,"
-                   " extract(epoch FROM next_run_at)::float8"
-                   " FROM onceq_schedules WHERE name = $1",
-                   1, p, &cur);
+      e = qv_schedule_next(db, name, &cur);
       if (e != OQ_OK || cur.nrows != 1)
         break;
       snprintf(due_text, sizeof due_text, "%s", qv_rows_get(&cur, 0, 0));

@@ -7,8 +7,9 @@
  *  - occurrence: one time at which a schedule's cron matches; next_run_at
  *    is the first occurrence not yet enqueued.
  *  - firing an occurrence, in ONE transaction:
- *      UPDATE onceq_schedules SET next_run_at = <following occurrence>
- *        WHERE name = $1 AND next_run_at = $due;   -- compare-and-set
+ *      oq_schedule_advance (onceq/schedule.h): next_run_at of the row
+ *        name = $1 AND next_run_at = $due becomes the following
+ *        occurrence;                               -- compare-and-set
  *      -- only if that updated 1 row: oq_enqueue (the library's
  *      -- INSERT ... ON CONFLICT (unique_key) DO NOTHING) of
  *      -- (queue, payload, unique_key 'schedule:<name>:<due, Unix seconds>')

@@ -403,7 +403,7 @@ static oq_err run_many(many *b, round_fn round)
      * and rerun */
     if (oq__sqlstate_prepared_gone(oq_db_sqlstate(db))) {
       if (oq__sqlstate_is(oq_db_sqlstate(db),
-                          OQ__SQLSTATE_INVALID_STATEMENT_NAME))
+                          OQ_SQLSTATE_INVALID_STATEMENT_NAME))
         oq__db_vanished(db);
       oq__db_forget_prepared(db);
       goto again;
@@ -422,7 +422,7 @@ static oq_err run_many(many *b, round_fn round)
       continue; /* the others, without it, at once */
     }
     if (b->failed == (long)b->m &&
-        oq__sqlstate_is(oq_db_sqlstate(db), OQ__SQLSTATE_DIVISION_BY_ZERO)) {
+        oq__sqlstate_is(oq_db_sqlstate(db), OQ_SQLSTATE_DIVISION_BY_ZERO)) {
       size_t before = b->m;
       e = settle_from_db(b, was_ambiguous);
       if (e != OQ_OK)

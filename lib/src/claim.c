@@ -81,12 +81,12 @@ static oq_err claim_precheck(oq_db *db, const oq_session *s,
 static oq_err session_gone(oq_db *db, const oq_session *s, oq_err e)
 {
   if (e == OQ_ERR_SQL &&
-      oq__sqlstate_is(oq_db_sqlstate(db), OQ__SQLSTATE_FOREIGN_KEY_VIOLATION)) {
+      oq__sqlstate_is(oq_db_sqlstate(db), OQ_SQLSTATE_FOREIGN_KEY_VIOLATION)) {
     /* foreign_key_violation: our session row is gone; the library marks
      * its own session, so callers branch on the code alone */
     oq__session_mark_lost(s);
     return oq__db_fail(db, OQ_ERR_SESSION_LOST,
-                       oq__sqlstate_code(OQ__SQLSTATE_FOREIGN_KEY_VIOLATION),
+                       oq_sqlstate_code(OQ_SQLSTATE_FOREIGN_KEY_VIOLATION),
                        "session %s no longer exists (reaped); open a new "
                        "session",
                        oq_session_id(s));

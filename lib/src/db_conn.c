@@ -87,6 +87,11 @@ const char *oq_db_sqlstate(const oq_db *db)
   return db ? db->sqlstate : "";
 }
 
+bool oq_db_sqlstate_is(const oq_db *db, oq_sqlstate code)
+{
+  return db && oq__sqlstate_is(db->sqlstate, code);
+}
+
 uint64_t oq_db_restarts(const oq_db *db)
 {
   return db->restarts;
@@ -435,7 +440,7 @@ oq_err oq__db_fail_result(oq_db *db, PGresult *res, const char *what)
   if (db->link == OQ__DB_CLOSED_BY_COPY) {
     db->link = OQ__DB_CLOSED;
     return oq__db_fail(
-        db, OQ_ERR_SQL, oq__sqlstate_code(OQ__SQLSTATE_FEATURE_NOT_SUPPORTED),
+        db, OQ_ERR_SQL, oq_sqlstate_code(OQ_SQLSTATE_FEATURE_NOT_SUPPORTED),
         "%s: COPY ... FROM STDIN / TO STDOUT is not supported "
         "(nothing would feed or read its data); the connection "
         "was closed. Use INSERT/SELECT, or COPY to a server file",

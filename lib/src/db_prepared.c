@@ -55,7 +55,7 @@ static oq_err describe_cols(oq_db *db, const char *name, int *cols)
     e = oq__db_fail_result(db, res, "describe failed");
     /* prepared a round trip ago, gone now: a transaction pooler */
     if (e != OQ_ERR_CONN &&
-        oq__sqlstate_is(db->sqlstate, OQ__SQLSTATE_INVALID_STATEMENT_NAME)) {
+        oq__sqlstate_is(db->sqlstate, OQ_SQLSTATE_INVALID_STATEMENT_NAME)) {
       oq__db_vanished(db);
       e = oq__db_lost_prepared(db);
     }
@@ -156,7 +156,7 @@ oq_err oq__db_prepare_as(oq_db *db, const char *sql, int nparams,
                   sizeof sql_dealloc - strlen(sql_dealloc));
     oq_err e = oq__db_simple(db, sql_dealloc);
     if (e != OQ_OK &&
-        !oq__sqlstate_is(db->sqlstate, OQ__SQLSTATE_INVALID_STATEMENT_NAME))
+        !oq__sqlstate_is(db->sqlstate, OQ_SQLSTATE_INVALID_STATEMENT_NAME))
       return e; /* 26000: already gone, the slot is free all the same */
     free(db->prep.sql[slot]);
     db->prep.sql[slot] = NULL;
@@ -179,7 +179,7 @@ oq_err oq__db_prepare_as(oq_db *db, const char *sql, int nparams,
      * 0A000 from Parse is a statement the server cannot run at all, which
      * no retry mends */
     if (e != OQ_ERR_CONN &&
-        oq__sqlstate_is(db->sqlstate, OQ__SQLSTATE_DUPLICATE_PREPARED))
+        oq__sqlstate_is(db->sqlstate, OQ_SQLSTATE_DUPLICATE_PREPARED))
       e = oq__db_lost_prepared(db);
   }
   PQclear(res);

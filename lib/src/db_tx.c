@@ -122,7 +122,7 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
     e = oq__db_fail_result(db, res, "query failed");
     if (prepared && name[0] && e != OQ_ERR_CONN &&
         oq__sqlstate_prepared_gone(db->sqlstate)) {
-      if (oq__sqlstate_is(db->sqlstate, OQ__SQLSTATE_INVALID_STATEMENT_NAME))
+      if (oq__sqlstate_is(db->sqlstate, OQ_SQLSTATE_INVALID_STATEMENT_NAME))
         oq__db_vanished(db);
       e = oq__db_lost_prepared(db);
     }

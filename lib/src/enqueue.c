@@ -11,7 +11,7 @@
 bool oq_enqueue_too_large(const oq_db *db)
 {
   const char *m = oq_db_errmsg(db);
-  return strcmp(oq_db_sqlstate(db), "23514") == 0 && m &&
+  return oq_db_sqlstate_is(db, OQ_SQLSTATE_CHECK_VIOLATION) && m &&
          (strstr(m, "onceq_items_payload_size") ||
           strstr(m, "octet_length(payload"));
 }
@@ -72,7 +72,8 @@ static oq_err enqueue_row(oq_db *db, const oq_enqueue_opts *o, char *id_out,
     oq_err e = oq_db_query(db, oq__sql(eng, OQ__SQL_ENQUEUE), 7, params,
                            read_id, id_out);
     if (e != OQ_OK && oq_enqueue_too_large(db))
-      return oq__db_fail(db, OQ_ERR_INVALID, "23514",
+      return oq__db_fail(db, OQ_ERR_INVALID,
+                         oq_sqlstate_code(OQ_SQLSTATE_CHECK_VIOLATION),
                          "payload is larger than the 1 MiB limit (%d bytes "
                          "of JSON text, constraint onceq_items_payload_size): "
                          "store the data elsewhere and enqueue a reference "
@@ -83,8 +84,9 @@ static oq_err enqueue_row(oq_db *db, const oq_enqueue_opts *o, char *id_out,
                          "item rejected (is the payload valid JSON? is "
                          "run_at a timestamp?): %s",
                          oq_db_errmsg(db));
-    if (e == OQ_ERR_SQL && strcmp(oq_db_sqlstate(db), "42P01") == 0)
-      return oq__db_fail(db, OQ_ERR_SCHEMA, "42P01",
+    if (e == OQ_ERR_SQL && oq_db_sqlstate_is(db, OQ_SQLSTATE_UNDEFINED_TABLE))
+      return oq__db_fail(db, OQ_ERR_SCHEMA,
+                         oq_sqlstate_code(OQ_SQLSTATE_UNDEFINED_TABLE),
                          "onceq_items does not exist; run `onceq migrate "
                          "--db URL` first");
     if (e != OQ_OK || id_out[0] || !o->unique_key)
@@ -100,9 +102,9 @@ static oq_err enqueue_row(oq_db *db, const oq_enqueue_opts *o, char *id_out,
       return OQ_OK;
     }
   }
-  return oq__db_fail(db, OQ_ERR_CONFLICT, "23505",
-                     "unique key %s kept changing hands; try again",
-                     o->unique_key);
+  return oq__db_fail(
+      db, OQ_ERR_CONFLICT, oq_sqlstate_code(OQ_SQLSTATE_UNIQUE_VIOLATION),
+      "unique key %s kept changing hands; try again", o->unique_key);
 }
 
 oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *o, char *id_out,

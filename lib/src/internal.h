@@ -26,20 +26,11 @@ bool oq__sqlstate_is_restart(const char *sqlstate);
  * result type"), or its name is taken: forget them and prepare again
  * (prepare_once acts on 42P05 only: its 0A000 means "not supported"). */
 bool oq__sqlstate_prepared_gone(const char *sqlstate);
-/* The codes modules outside the table compare with or report, by name (the
- * text lives in sqlstate.c only; the style lint checks it). */
-typedef enum oq__sqlstate_name {
-  OQ__SQLSTATE_FEATURE_NOT_SUPPORTED,  /* 0A000 */
-  OQ__SQLSTATE_INVALID_STATEMENT_NAME, /* 26000: no such prepared stmt */
-  OQ__SQLSTATE_DUPLICATE_PREPARED,     /* 42P05: the name is taken */
-  OQ__SQLSTATE_FOREIGN_KEY_VIOLATION,  /* 23503 */
-  OQ__SQLSTATE_DIVISION_BY_ZERO,       /* 22012 */
-  OQ__SQLSTATE__COUNT
-} oq__sqlstate_name;
-/* The five characters of name ("" for a value out of range). */
-const char *oq__sqlstate_code(oq__sqlstate_name name);
-/* Whether sqlstate (may be NULL) is name. */
-bool oq__sqlstate_is(const char *sqlstate, oq__sqlstate_name name);
+/* The codes modules outside the table compare with or report are named in
+ * onceq/sqlstate.h (oq_sqlstate; oq_sqlstate_code gives the text, which
+ * lives in sqlstate.c only; the style lint checks it). Whether sqlstate
+ * (may be NULL) is code: */
+bool oq__sqlstate_is(const char *sqlstate, oq_sqlstate code);
 
 /* ---- the connection files (db_state.h says which is which) ----------- */
 

@@ -45,7 +45,7 @@ oq_err oq_migrate_status(oq_db *db, int *applied)
   oq_err e =
       oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_MIGRATIONS_VERSION), 0,
                   NULL, read_int, applied);
-  if (e != OQ_OK && strcmp(oq_db_sqlstate(db), "42P01") == 0) {
+  if (e != OQ_OK && oq_db_sqlstate_is(db, OQ_SQLSTATE_UNDEFINED_TABLE)) {
     *applied = 0; /* undefined_table: nothing applied yet */
     oq__db_clear(db);
     return OQ_OK;

@@ -432,8 +432,10 @@ static oq_err take_free(oq_db *db, oq_parts *p)
   oq_err e = oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_PARTS_TAKE), 2,
                          params, took_row, p);
   free(arr);
-  if (e == OQ_ERR_SQL && strcmp(oq_db_sqlstate(db), "23503") == 0)
-    e = oq__db_fail(db, OQ_ERR_SESSION_LOST, "23503",
+  if (e == OQ_ERR_SQL &&
+      oq_db_sqlstate_is(db, OQ_SQLSTATE_FOREIGN_KEY_VIOLATION))
+    e = oq__db_fail(db, OQ_ERR_SESSION_LOST,
+                    oq_sqlstate_code(OQ_SQLSTATE_FOREIGN_KEY_VIOLATION),
                     "session %s no longer exists (reaped); open a new session",
                     p->session);
   return e;
@@ -550,7 +552,8 @@ oq_err oq_parts_rebalance(oq_db *db, const oq_session *s, oq_parts *p)
       return e;
     if (n != 1) { /* the row is gone: reported like the claim's FK error */
       oq__session_mark_lost(s);
-      return oq__db_fail(db, OQ_ERR_SESSION_LOST, "23503",
+      return oq__db_fail(db, OQ_ERR_SESSION_LOST,
+                         oq_sqlstate_code(OQ_SQLSTATE_FOREIGN_KEY_VIOLATION),
                          "session %s no longer exists (reaped); open a new "
                          "session",
                          sid);

@@ -49,6 +49,11 @@
 #define SQLSTATE_DUPLICATE_PREPARED_STATEMENT "42P05"
 #define SQLSTATE_FOREIGN_KEY_VIOLATION "23503"
 #define SQLSTATE_DIVISION_BY_ZERO "22012"
+#define SQLSTATE_UNDEFINED_TABLE "42P01"
+#define SQLSTATE_CHECK_VIOLATION "23514"
+#define SQLSTATE_IN_FAILED_SQL_TRANSACTION "25P02"
+#define SQLSTATE_PROGRAM_LIMIT_EXCEEDED "54000"
+#define SQLSTATE_STATEMENT_TOO_COMPLEX "54001"
 
 static const struct {
   const char *code; /* 5 chars: exact; 2 chars: class */
@@ -95,31 +100,37 @@ oq_err oq__sqlstate_classify(const char *sqlstate)
   return OQ_ERR_SQL;
 }
 
-/* The codes other modules name (internal.h, oq__sqlstate_name), in its
+/* The codes other modules and the programs name (onceq/sqlstate.h), in its
  * order: the only place they are written as text. */
-static const char *const named[OQ__SQLSTATE__COUNT] = {
-    [OQ__SQLSTATE_FEATURE_NOT_SUPPORTED] = SQLSTATE_FEATURE_NOT_SUPPORTED,
-    [OQ__SQLSTATE_INVALID_STATEMENT_NAME] = SQLSTATE_INVALID_SQL_STATEMENT_NAME,
-    [OQ__SQLSTATE_DUPLICATE_PREPARED] = SQLSTATE_DUPLICATE_PREPARED_STATEMENT,
-    [OQ__SQLSTATE_FOREIGN_KEY_VIOLATION] = SQLSTATE_FOREIGN_KEY_VIOLATION,
-    [OQ__SQLSTATE_DIVISION_BY_ZERO] = SQLSTATE_DIVISION_BY_ZERO,
+static const char *const named[OQ_SQLSTATE__COUNT] = {
+    [OQ_SQLSTATE_FEATURE_NOT_SUPPORTED] = SQLSTATE_FEATURE_NOT_SUPPORTED,
+    [OQ_SQLSTATE_INVALID_STATEMENT_NAME] = SQLSTATE_INVALID_SQL_STATEMENT_NAME,
+    [OQ_SQLSTATE_DUPLICATE_PREPARED] = SQLSTATE_DUPLICATE_PREPARED_STATEMENT,
+    [OQ_SQLSTATE_FOREIGN_KEY_VIOLATION] = SQLSTATE_FOREIGN_KEY_VIOLATION,
+    [OQ_SQLSTATE_DIVISION_BY_ZERO] = SQLSTATE_DIVISION_BY_ZERO,
+    [OQ_SQLSTATE_UNDEFINED_TABLE] = SQLSTATE_UNDEFINED_TABLE,
+    [OQ_SQLSTATE_CHECK_VIOLATION] = SQLSTATE_CHECK_VIOLATION,
+    [OQ_SQLSTATE_UNIQUE_VIOLATION] = SQLSTATE_UNIQUE_VIOLATION,
+    [OQ_SQLSTATE_IN_FAILED_TRANSACTION] = SQLSTATE_IN_FAILED_SQL_TRANSACTION,
+    [OQ_SQLSTATE_PROGRAM_LIMIT_EXCEEDED] = SQLSTATE_PROGRAM_LIMIT_EXCEEDED,
+    [OQ_SQLSTATE_STATEMENT_TOO_COMPLEX] = SQLSTATE_STATEMENT_TOO_COMPLEX,
 };
 
-const char *oq__sqlstate_code(oq__sqlstate_name name)
+const char *oq_sqlstate_code(oq_sqlstate code)
 {
-  return name >= 0 && name < OQ__SQLSTATE__COUNT ? named[name] : "";
+  return (int)code >= 0 && code < OQ_SQLSTATE__COUNT ? named[code] : "";
 }
 
-bool oq__sqlstate_is(const char *sqlstate, oq__sqlstate_name name)
+bool oq__sqlstate_is(const char *sqlstate, oq_sqlstate code)
 {
-  return sqlstate && strcmp(sqlstate, oq__sqlstate_code(name)) == 0;
+  return sqlstate && strcmp(sqlstate, oq_sqlstate_code(code)) == 0;
 }
 
 bool oq__sqlstate_prepared_gone(const char *sqlstate)
 {
-  return oq__sqlstate_is(sqlstate, OQ__SQLSTATE_INVALID_STATEMENT_NAME) ||
-         oq__sqlstate_is(sqlstate, OQ__SQLSTATE_FEATURE_NOT_SUPPORTED) ||
-         oq__sqlstate_is(sqlstate, OQ__SQLSTATE_DUPLICATE_PREPARED);
+  return oq__sqlstate_is(sqlstate, OQ_SQLSTATE_INVALID_STATEMENT_NAME) ||
+         oq__sqlstate_is(sqlstate, OQ_SQLSTATE_FEATURE_NOT_SUPPORTED) ||
+         oq__sqlstate_is(sqlstate, OQ_SQLSTATE_DUPLICATE_PREPARED);
 }
 
 bool oq__sqlstate_is_restart(const char *sqlstate)

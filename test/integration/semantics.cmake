@@ -27,3 +27,7 @@ oq_add_test(it_lib_payload_limit LABEL integration TIMEOUT 60
 # make (issue 24: the library owns the queue's writes).
 oq_add_test(it_lib_operator_calls LABEL integration TIMEOUT 60
             SOURCES operator_calls.c)
+# The calls `onceq schedule` and the coordinator's leader make on their
+# own tables: schedules, the lease, the webhook's marks (issue 24).
+oq_add_test(it_lib_coord_calls LABEL integration TIMEOUT 60
+            SOURCES coord_calls.c)

@@ -77,6 +77,26 @@ int main(void)
   check("0A000", OQ_ERR_SQL);
   check("25P02", OQ_ERR_SQL);
   check("XX000", OQ_ERR_SQL);
+  /* the named codes (onceq/sqlstate.h): each one five characters, the
+   * ones the programs compare with spelled as the server sends them */
+  for (int c = 0; c < OQ_SQLSTATE__COUNT; c++)
+    ASSERT(strlen(oq_sqlstate_code((oq_sqlstate)c)) == 5);
+  ASSERT(strcmp(oq_sqlstate_code(OQ_SQLSTATE_UNDEFINED_TABLE), "42P01") == 0);
+  ASSERT(strcmp(oq_sqlstate_code(OQ_SQLSTATE_FOREIGN_KEY_VIOLATION), "23503") ==
+         0);
+  ASSERT(strcmp(oq_sqlstate_code(OQ_SQLSTATE_CHECK_VIOLATION), "23514") == 0);
+  ASSERT(strcmp(oq_sqlstate_code(OQ_SQLSTATE_UNIQUE_VIOLATION), "23505") == 0);
+  ASSERT(strcmp(oq_sqlstate_code(OQ_SQLSTATE_IN_FAILED_TRANSACTION), "25P02") ==
+         0);
+  ASSERT(strcmp(oq_sqlstate_code(OQ_SQLSTATE_PROGRAM_LIMIT_EXCEEDED),
+                "54000") == 0);
+  ASSERT(strcmp(oq_sqlstate_code(OQ_SQLSTATE_STATEMENT_TOO_COMPLEX), "54001") ==
+         0);
+  ASSERT(strcmp(oq_sqlstate_code(OQ_SQLSTATE__COUNT), "") == 0);
+  ASSERT(oq__sqlstate_is("42P01", OQ_SQLSTATE_UNDEFINED_TABLE));
+  ASSERT(!oq__sqlstate_is("42P02", OQ_SQLSTATE_UNDEFINED_TABLE));
+  ASSERT(!oq__sqlstate_is(NULL, OQ_SQLSTATE_UNDEFINED_TABLE));
+  ASSERT(!oq_db_sqlstate_is(NULL, OQ_SQLSTATE_UNDEFINED_TABLE));
   printf("PASS unit_lib_sqlstate\n");
   return 0;
 }

@@ -462,8 +462,8 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     /* the tables are gone (undefined_table) or too old: a --drain run
      * cannot finish, so it says so once and exits 2 instead of warning
      * every second */
-    bool no_schema =
-        e == OQ_ERR_SCHEMA || strcmp(oq_db_sqlstate(l->db), "42P01") == 0;
+    bool no_schema = e == OQ_ERR_SCHEMA ||
+                     oq_db_sqlstate_is(l->db, OQ_SQLSTATE_UNDEFINED_TABLE);
     if (cfg->drain && no_schema) {
       OQ_LOG(OQ_LOG_ERROR, sid_of(w), NULL,
              "claim failed: %s; the onceq schema is missing: run `onceq "

@@ -54,6 +54,10 @@
 #include "onceq/retention.h"
 #include "onceq/duration.h"
 #include "onceq/text.h"
+#include "onceq/sqlstate.h"
+#include "onceq/lease.h"
+#include "onceq/dead.h"
+#include "onceq/schedule.h"
 #include "onceq/wait.h"
 
 #ifdef __cplusplus
