@@ -21,9 +21,33 @@
  * a stale retry cannot touch a newer claim of the same item (ABA). */
 #define CLAIM_US "(extract(epoch FROM claimed_at) * 1000000)::int8"
 
+/*
+ * Ordering keys (schema v5, docs/enqueue.md "Ordering keys"): the one
+ * predicate every claim adds. A keyed item may be claimed only while it is
+ * the head of its key -- no item of its queue and key with a lower
+ * enqueue_seq is still in onceq_items, claimed or not (a failed item
+ * waiting for its retry, or an exhausted one waiting for the reap, still
+ * blocks; acked, dead-lettered and cancelled ones are gone) -- and no item
+ * of its key is claimed (a lower enqueue_seq committed after a higher one
+ * was claimed). So one statement claims at most one item per key, and a
+ * concurrent claimer that skipped a locked head finds the next item
+ * blocked by it. It only decides where to look: the ack is still the
+ * claim-checked DELETE. Both probes are one descent of a partial index
+ * (onceq_items_key_order, onceq_items_key_claimed); an item without a key
+ * pays one NULL test. `t` is the claimed table's name in the statement.
+ */
+#define KEY_HEAD(t)                                                            \
+  " AND (" t ".ordering_key IS NULL OR (NOT EXISTS (SELECT 1"                  \
+  " FROM onceq_items k WHERE k.queue = " t ".queue"                            \
+  " AND k.ordering_key = " t ".ordering_key"                                   \
+  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < " t ".enqueue_seq)"     \
+  " AND NOT EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = " t ".queue"   \
+  " AND k.ordering_key = " t ".ordering_key AND k.ordering_key IS NOT NULL"    \
+  " AND k.claim IS NOT NULL)))"
+
 #define READY                                                                  \
   "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "             \
-  "AND attempts < max_attempts"
+  "AND attempts < max_attempts" KEY_HEAD("onceq_items")
 
 /*
  * PostgreSQL claim, around a per-queue predicate (q.name is the queue).
@@ -73,7 +97,7 @@
 
 static const char claim_pg[] =
     CLAIM_PG("claim IS NULL AND queue = q.name AND run_at <= now()"
-             " AND attempts < max_attempts",
+             " AND attempts < max_attempts" KEY_HEAD("onceq_items"),
              "$4");
 
 /*
@@ -110,13 +134,14 @@ static const char claim_crdb[] =
 #define READY_IN_RANGE                                                         \
   "claim IS NULL AND queue = ANY($2::text[])"                                  \
   " AND run_at <= now() - $6::int8 * interval '1 millisecond'"                 \
-  " AND attempts < max_attempts AND part >= $4::int4 AND part < $5::int4"
+  " AND attempts < max_attempts AND part >= $4::int4 AND part < "              \
+  "$5::int4" KEY_HEAD("onceq_items")
 
 static const char claim_parts_pg[] =
     CLAIM_PG("claim IS NULL AND queue = q.name"
              " AND run_at <= now() - $6::int8 * interval '1 millisecond'"
              " AND attempts < max_attempts AND part >= $4::int4"
-             " AND part < $5::int4",
+             " AND part < $5::int4" KEY_HEAD("onceq_items"),
              "$7");
 
 /* No SKIP LOCKED (it needs v24.1.5+/v24.2.3+): within one block only its

@@ -27,3 +27,6 @@ oq_add_test(it_lib_payload_limit LABEL integration TIMEOUT 60
 # make (issue 24: the library owns the queue's writes).
 oq_add_test(it_lib_operator_calls LABEL integration TIMEOUT 60
             SOURCES operator_calls.c)
+# Ordering keys: per-key heads, strict order past failures, several
+# workers acknowledging in enqueue order (issue 23 item 1).
+oq_add_test(it_lib_ordering LABEL integration TIMEOUT 60 SOURCES ordering.c)

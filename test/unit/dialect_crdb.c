@@ -229,6 +229,8 @@ static void test_branches(void)
   ASSERT(strcmp(crdb, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM)) != 0);
   ASSERT_CONTAINS(crdb, " WHERE claim IS NULL AND queue = ANY($2::text[])"
                         " AND run_at <= now() AND attempts < max_attempts"
+                        " AND (onceq_items.ordering_key IS NULL OR");
+  ASSERT_CONTAINS(crdb, " AND k.claim IS NOT NULL)))"
                         " ORDER BY priority DESC, run_at LIMIT $3::int"
                         " RETURNING ");
 }
