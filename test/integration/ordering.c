@@ -10,7 +10,8 @@
  *  - a lower enqueue_seq committed after a higher one was claimed waits
  *    until that one is acknowledged (never two of one key at once);
  *  - a keyed item's part is the key's hash (--partitioned: one part owns
- *    the key), and the partitioned claim respects the order as well;
+ *    the key), and the partitioned claim (oq_parts_claim) takes heads
+ *    only, also for a key whose items lie in different parts;
  *  - drained by several workers (threads, one connection and session
  *    each), every key's acknowledgements commit in enqueue order: each ack
  *    writes a ledger row in the ack transaction and refuses (the ack rolls
@@ -176,6 +177,50 @@ static void test_parts(oq_db *db)
   printf("ok a key's items share one slot\n");
 }
 
+/* The partitioned claim (oq_parts_claim) takes heads only as well, also
+ * for a key whose items lie in different slots (an explicit part, as a
+ * CockroachDB producer might leave them): the predicate looks across
+ * parts. */
+static void test_parts_claim(oq_db *db)
+{
+  ASSERT_OK(db, oq_parts_set(db, 4));
+  oq_session *s = SEM_LONG_SESSION(db);
+  oq_parts *p = NULL;
+  ASSERT_OK(db, oq_parts_new(NULL, &p));
+  ASSERT_OK(db, oq_parts_rebalance(db, s, p));
+  put(db, "pclaim", "x", 3, 25);
+  put(db, "pclaim", "y", 3, 25);
+  /* spread key z: its later items in another part's slots */
+  put(db, "pclaim", "z", 3, 25);
+  QEXEC(db,
+        "UPDATE onceq_items SET part = (part + 512) % 1024 WHERE queue = $1"
+        " AND ordering_key = 'z' AND enqueue_seq > (SELECT min(enqueue_seq)"
+        " FROM onceq_items WHERE queue = $1 AND ordering_key = 'z')",
+        "pclaim");
+  const char *q[1] = {"pclaim"};
+  for (int round = 0; round < 3; round++) {
+    oq_item *it = NULL;
+    size_t n = 0;
+    ASSERT_OK(db, oq_parts_claim(db, s, p, q, 1, 100, &it, &n));
+    ASSERT_EQ(n, 3); /* one head of each key */
+    for (size_t i = 0; i < n; i++) {
+      ASSERT_EQ(QLONG(db,
+                      "SELECT count(*) FROM onceq_items a JOIN onceq_items b"
+                      " ON a.queue = b.queue AND a.ordering_key ="
+                      " b.ordering_key AND b.enqueue_seq < a.enqueue_seq"
+                      " WHERE a.id = $1",
+                      it[i].id),
+                0);
+      ASSERT_OK(db, oq_ack(db, s, &it[i], NULL, NULL, NULL, NULL));
+    }
+    oq_items_free(it, n);
+  }
+  oq_parts_free(p);
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  printf("ok the partitioned claim takes heads only, across parts too\n");
+}
+
 typedef struct {
   oq_db *db;
   oq_session *s;
@@ -280,6 +325,7 @@ int main(void)
   test_late_commit(db, w);
   test_parts(db);
   test_workers(db);
+  test_parts_claim(db);
 
   ASSERT_OK(db, oq_session_end(db, w));
   oq_session_free(w);
