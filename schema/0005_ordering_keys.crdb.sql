@@ -20,3 +20,4 @@ ALTER TABLE onceq_items ADD COLUMN IF NOT EXISTS ordering_key STRING;
 ALTER TABLE onceq_items ADD COLUMN IF NOT EXISTS enqueue_seq INT8 DEFAULT nextval('onceq_items_enqueue_seq');
 CREATE INDEX IF NOT EXISTS onceq_items_key_order ON onceq_items (queue, ordering_key, enqueue_seq) WHERE ordering_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS onceq_items_key_claimed ON onceq_items (queue, ordering_key) WHERE ordering_key IS NOT NULL AND claim IS NOT NULL;
+ALTER TABLE onceq_dead ADD COLUMN IF NOT EXISTS ordering_key STRING;

@@ -41,6 +41,10 @@ CREATE INDEX IF NOT EXISTS onceq_items_key_claimed
   ON onceq_items (queue, ordering_key)
   WHERE ordering_key IS NOT NULL AND claim IS NOT NULL;
 
+-- A dead letter keeps its key: `onceq retry` puts it back at the end of
+-- its key (a new enqueue_seq).
+ALTER TABLE onceq_dead ADD COLUMN IF NOT EXISTS ordering_key TEXT;
+
 -- --partitioned: a key's items fall into one slot, so one part owns the
 -- key and each part is a FIFO per key (as in Kafka). A column default
 -- cannot read another column, so a trigger sets part from the key's hash

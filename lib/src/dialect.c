@@ -154,7 +154,7 @@ static const char claim_parts_crdb[] =
 
 #define DEAD_COLS                                                              \
   "id, queue, payload, priority, attempts, max_attempts, unique_key, "         \
-  "last_error, created_at"
+  "last_error, created_at, ordering_key"
 
 /*
  * The ack family (docs/design.md section 1): the one claim check, built
@@ -211,14 +211,17 @@ static const char claim_parts_crdb[] =
 _Static_assert(OQ_RETENTION_BATCH == 1000, "RETAIN_BATCH must match");
 
 /* The end of a move from onceq_dead back to onceq_items (d: the dead rows
- * deleted), and "no live item holds dd's unique key". */
+ * deleted), and "no live item holds dd's unique key". An item with an
+ * ordering key goes back to the end of its key (a new enqueue_seq). */
 #define RETRY_MOVE_TAIL                                                        \
   " RETURNING id, queue, payload, priority, max_attempts, unique_key,"         \
-  " last_error, created_at)"                                                   \
+  " last_error, created_at, ordering_key)"                                     \
   " INSERT INTO onceq_items (id, queue, payload, priority, run_at,"            \
-  " attempts, max_attempts, unique_key, last_error, created_at)"               \
+  " attempts, max_attempts, unique_key, last_error, created_at,"               \
+  " ordering_key)"                                                             \
   " SELECT id, queue, payload, priority, now(), 0, max_attempts,"              \
-  " unique_key, last_error, created_at FROM d RETURNING id::text"
+  " unique_key, last_error, created_at, ordering_key FROM d"                   \
+  " RETURNING id::text"
 #define RETRY_KEY_FREE                                                         \
   " NOT EXISTS (SELECT 1 FROM onceq_items i"                                   \
   " WHERE i.unique_key = dd.unique_key)"
@@ -256,7 +259,7 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " RETURNING " DEAD_COLS ")"
         " INSERT INTO onceq_dead (" DEAD_COLS ")"
         " SELECT id, queue, payload, priority, attempts, max_attempts,"
-        " unique_key, $3::text, created_at FROM d",
+        " unique_key, $3::text, created_at, ordering_key FROM d",
     [OQ__SQL_RELEASE] =
         "UPDATE onceq_items SET claim = NULL, claimed_at = NULL,"
         " attempts = greatest(attempts - 1, 0)"
@@ -396,7 +399,7 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " SELECT id, queue, payload, priority, attempts, max_attempts,"
         " unique_key, coalesce(last_error || '; ', '') ||"
         " 'abandoned: its session expired during attempt ' || attempts,"
-        " created_at FROM d",
+        " created_at, ordering_key FROM d",
     /* ---- partitions (partition.c) ---- */
     [OQ__SQL_PARTS_JOIN] = "UPDATE onceq_sessions SET partitioned = true"
                            " WHERE id = $1::uuid",

@@ -124,12 +124,39 @@ static void test_fail_blocks(oq_db *db, const oq_session *w)
   ASSERT_EQ(out, OQ_FAIL_DEAD);
   oq_items_free(it, n);
   /* dead-lettered: the next item of the key is the head now */
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_dead WHERE id = $1"
+                  " AND ordering_key = 'k'",
+                  head),
+            1);
   n = SEM_CLAIM(db, w, "failk", 10, &it);
   ASSERT_EQ(n, 1);
   ASSERT(strcmp(it[0].id, head) != 0);
+  /* a retried dead letter goes back to the end of its key */
+  const char *ids[1] = {head};
+  bool blocked = false;
+  ASSERT_OK(db, oq_db_exec(db, "BEGIN", 0, NULL, NULL));
+  ASSERT_OK(db, oq_retry_dead(db, ids, 1, NULL, NULL, NULL, &blocked));
+  ASSERT_OK(db, oq_db_exec(db, "COMMIT", 0, NULL, NULL));
+  ASSERT(!blocked);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_items WHERE id = $1"
+                  " AND ordering_key = 'k' AND enqueue_seq = (SELECT"
+                  " max(enqueue_seq) FROM onceq_items WHERE queue ="
+                  " 'failk' AND ordering_key = 'k')",
+                  head),
+            1);
   ASSERT_OK(db, oq_ack(db, w, &it[0], NULL, NULL, NULL, NULL));
   oq_items_free(it, n);
-  printf("ok a failing head blocks its key until it dead-letters\n");
+  for (int k = 0; k < 2; k++) {
+    n = SEM_CLAIM(db, w, "failk", 10, &it);
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(strcmp(it[0].id, head) == 0, k == 1);
+    ASSERT_OK(db, oq_ack(db, w, &it[0], NULL, NULL, NULL, NULL));
+    oq_items_free(it, n);
+  }
+  printf("ok a failing head blocks its key until it dead-letters; retried,"
+         " it runs last\n");
 }
 
 /* An enqueue with a lower enqueue_seq that commits after a higher one of
