@@ -17,7 +17,13 @@
 -- Each statement runs on its own and is idempotent.
 CREATE SEQUENCE IF NOT EXISTS onceq_items_enqueue_seq;
 ALTER TABLE onceq_items ADD COLUMN IF NOT EXISTS ordering_key STRING;
-ALTER TABLE onceq_items ADD COLUMN IF NOT EXISTS enqueue_seq INT8 DEFAULT nextval('onceq_items_enqueue_seq');
+-- The default is set after the column is added, as on PostgreSQL: ADD
+-- COLUMN with DEFAULT nextval() on a table that has rows fails on
+-- CockroachDB ("nextval(): cannot backfill such sequence operation",
+-- cockroachdb/cockroach#42508); SET DEFAULT backfills nothing, so rows
+-- already there keep a NULL enqueue_seq and have no key.
+ALTER TABLE onceq_items ADD COLUMN IF NOT EXISTS enqueue_seq INT8;
+ALTER TABLE onceq_items ALTER COLUMN enqueue_seq SET DEFAULT nextval('onceq_items_enqueue_seq');
 CREATE INDEX IF NOT EXISTS onceq_items_key_order ON onceq_items (queue, ordering_key, enqueue_seq) WHERE ordering_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS onceq_items_key_claimed ON onceq_items (queue, ordering_key) WHERE ordering_key IS NOT NULL AND claim IS NOT NULL;
 ALTER TABLE onceq_dead ADD COLUMN IF NOT EXISTS ordering_key STRING;
