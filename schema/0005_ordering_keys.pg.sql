@@ -24,10 +24,12 @@ ALTER TABLE onceq_items ALTER COLUMN enqueue_seq
   SET DEFAULT nextval('onceq_items_enqueue_seq');
 ALTER SEQUENCE onceq_items_enqueue_seq OWNED BY onceq_items.enqueue_seq;
 -- A keyed item without an enqueue order could never be ordered; the
--- check is two NULL tests, cheap on every UPDATE.
+-- check is two NULL tests, cheap on every UPDATE. NOT VALID: the rows
+-- already there (no key: the column is new) are not scanned while the
+-- migration holds its lock on the table.
 ALTER TABLE onceq_items DROP CONSTRAINT IF EXISTS onceq_items_key_has_seq;
 ALTER TABLE onceq_items ADD CONSTRAINT onceq_items_key_has_seq
-  CHECK (ordering_key IS NULL OR enqueue_seq IS NOT NULL);
+  CHECK (ordering_key IS NULL OR enqueue_seq IS NOT NULL) NOT VALID;
 
 -- The claim's "is there an earlier item of this key still here?" probe
 -- (lib/src/dialect.c, KEY_HEAD): one index descent per keyed candidate.
