@@ -105,6 +105,7 @@ int cmd_cancel(const cli_globals *g, int argc, char **argv);
 int cmd_retry(const cli_globals *g, int argc, char **argv);
 int cmd_stats(const cli_globals *g, int argc, char **argv);
 int cmd_sessions(const cli_globals *g, int argc, char **argv);
+int cmd_keys(const cli_globals *g, int argc, char **argv);
 int cmd_parts(const cli_globals *g, int argc, char **argv);
 int cmd_reap(const cli_globals *g, int argc, char **argv);
 int cmd_coordinator(const cli_globals *g, int argc, char **argv);

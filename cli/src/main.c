@@ -18,6 +18,7 @@ static const cli_cmd commands[] = {
     {"retry", cmd_retry, "move dead items back to ready"},
     {"stats", cmd_stats, "per-queue counts, lag, rates, scaling hint"},
     {"sessions", cmd_sessions, "live worker sessions and their claims"},
+    {"keys", cmd_keys, "ordering keys: heads, blocked keys, last errors"},
     {"parts", cmd_parts, "partition owners and load; `parts set P`"},
     {"reap", cmd_reap, "reap expired sessions once, releasing claims"},
     {"coordinator", cmd_coordinator, "the janitor daemon (leader by lease)"},

@@ -25,6 +25,10 @@ GRANT SELECT ON onceq_items, onceq_dead, onceq_done, onceq_results,
   onceq_leases, onceq_migrations TO onceq_producer;
 GRANT INSERT ON onceq_items TO onceq_producer;
 GRANT UPDATE ON onceq_items TO onceq_producer;
+-- enqueue_seq's default (schema v5) calls nextval: producers and the
+-- coordinator (onceq requeue, schedules) insert items.
+GRANT USAGE ON SEQUENCE onceq_items_enqueue_seq TO onceq_producer,
+  onceq_coordinator;
 
 -- worker
 GRANT SELECT, INSERT, UPDATE, DELETE ON onceq_sessions TO onceq_worker;

@@ -21,9 +21,33 @@
  * a stale retry cannot touch a newer claim of the same item (ABA). */
 #define CLAIM_US "(extract(epoch FROM claimed_at) * 1000000)::int8"
 
+/*
+ * Ordering keys (schema v5, docs/enqueue.md "Ordering keys"): the one
+ * predicate every claim adds. A keyed item may be claimed only while it is
+ * the head of its key -- no item of its queue and key with a lower
+ * enqueue_seq is still in onceq_items, claimed or not (a failed item
+ * waiting for its retry, or an exhausted one waiting for the reap, still
+ * blocks; acked, dead-lettered and cancelled ones are gone) -- and no item
+ * of its key is claimed (a lower enqueue_seq committed after a higher one
+ * was claimed). So one statement claims at most one item per key, and a
+ * concurrent claimer that skipped a locked head finds the next item
+ * blocked by it. It only decides where to look: the ack is still the
+ * claim-checked DELETE. Both probes are one descent of a partial index
+ * (onceq_items_key_order, onceq_items_key_claimed); an item without a key
+ * pays one NULL test. `t` is the claimed table's name in the statement.
+ */
+#define KEY_HEAD(t)                                                            \
+  " AND (" t ".ordering_key IS NULL OR (NOT EXISTS (SELECT 1"                  \
+  " FROM onceq_items k WHERE k.queue = " t ".queue"                            \
+  " AND k.ordering_key = " t ".ordering_key"                                   \
+  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < " t ".enqueue_seq)"     \
+  " AND NOT EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = " t ".queue"   \
+  " AND k.ordering_key = " t ".ordering_key AND k.ordering_key IS NOT NULL"    \
+  " AND k.claim IS NOT NULL)))"
+
 #define READY                                                                  \
   "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "             \
-  "AND attempts < max_attempts"
+  "AND attempts < max_attempts" KEY_HEAD("onceq_items")
 
 /*
  * PostgreSQL claim, around a per-queue predicate (q.name is the queue).
@@ -73,7 +97,7 @@
 
 static const char claim_pg[] =
     CLAIM_PG("claim IS NULL AND queue = q.name AND run_at <= now()"
-             " AND attempts < max_attempts",
+             " AND attempts < max_attempts" KEY_HEAD("onceq_items"),
              "$4");
 
 /*
@@ -110,13 +134,14 @@ static const char claim_crdb[] =
 #define READY_IN_RANGE                                                         \
   "claim IS NULL AND queue = ANY($2::text[])"                                  \
   " AND run_at <= now() - $6::int8 * interval '1 millisecond'"                 \
-  " AND attempts < max_attempts AND part >= $4::int4 AND part < $5::int4"
+  " AND attempts < max_attempts AND part >= $4::int4 AND part < "              \
+  "$5::int4" KEY_HEAD("onceq_items")
 
 static const char claim_parts_pg[] =
     CLAIM_PG("claim IS NULL AND queue = q.name"
              " AND run_at <= now() - $6::int8 * interval '1 millisecond'"
              " AND attempts < max_attempts AND part >= $4::int4"
-             " AND part < $5::int4",
+             " AND part < $5::int4" KEY_HEAD("onceq_items"),
              "$7");
 
 /* No SKIP LOCKED (it needs v24.1.5+/v24.2.3+): within one block only its
@@ -129,7 +154,7 @@ static const char claim_parts_crdb[] =
 
 #define DEAD_COLS                                                              \
   "id, queue, payload, priority, attempts, max_attempts, unique_key, "         \
-  "last_error, created_at"
+  "last_error, created_at, ordering_key"
 
 /*
  * The ack family (docs/design.md section 1): the one claim check, built
@@ -186,14 +211,17 @@ static const char claim_parts_crdb[] =
 _Static_assert(OQ_RETENTION_BATCH == 1000, "RETAIN_BATCH must match");
 
 /* The end of a move from onceq_dead back to onceq_items (d: the dead rows
- * deleted), and "no live item holds dd's unique key". */
+ * deleted), and "no live item holds dd's unique key". An item with an
+ * ordering key goes back to the end of its key (a new enqueue_seq). */
 #define RETRY_MOVE_TAIL                                                        \
   " RETURNING id, queue, payload, priority, max_attempts, unique_key,"         \
-  " last_error, created_at)"                                                   \
+  " last_error, created_at, ordering_key)"                                     \
   " INSERT INTO onceq_items (id, queue, payload, priority, run_at,"            \
-  " attempts, max_attempts, unique_key, last_error, created_at)"               \
+  " attempts, max_attempts, unique_key, last_error, created_at,"               \
+  " ordering_key)"                                                             \
   " SELECT id, queue, payload, priority, now(), 0, max_attempts,"              \
-  " unique_key, last_error, created_at FROM d RETURNING id::text"
+  " unique_key, last_error, created_at, ordering_key FROM d"                   \
+  " RETURNING id::text"
 #define RETRY_KEY_FREE                                                         \
   " NOT EXISTS (SELECT 1 FROM onceq_items i"                                   \
   " WHERE i.unique_key = dd.unique_key)"
@@ -231,7 +259,7 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " RETURNING " DEAD_COLS ")"
         " INSERT INTO onceq_dead (" DEAD_COLS ")"
         " SELECT id, queue, payload, priority, attempts, max_attempts,"
-        " unique_key, $3::text, created_at FROM d",
+        " unique_key, $3::text, created_at, ordering_key FROM d",
     [OQ__SQL_RELEASE] =
         "UPDATE onceq_items SET claim = NULL, claimed_at = NULL,"
         " attempts = greatest(attempts - 1, 0)"
@@ -371,7 +399,7 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " SELECT id, queue, payload, priority, attempts, max_attempts,"
         " unique_key, coalesce(last_error || '; ', '') ||"
         " 'abandoned: its session expired during attempt ' || attempts,"
-        " created_at FROM d",
+        " created_at, ordering_key FROM d",
     /* ---- partitions (partition.c) ---- */
     [OQ__SQL_PARTS_JOIN] = "UPDATE onceq_sessions SET partitioned = true"
                            " WHERE id = $1::uuid",

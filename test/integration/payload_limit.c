@@ -105,13 +105,14 @@ int main(void)
   oqt_exec(db, "DROP FUNCTION IF EXISTS onceq_payload_too_large()");
   oqt_exec(db, "ALTER TABLE onceq_items DROP CONSTRAINT IF EXISTS "
                "onceq_items_payload_size");
-  oqt_exec(db, "DELETE FROM onceq_migrations WHERE version = 4");
+  /* the later versions run again too: each is idempotent */
+  oqt_exec(db, "DELETE FROM onceq_migrations WHERE version >= 4");
   oqt_exec(db, "INSERT INTO onceq_items (queue, payload) VALUES ('old', "
                "jsonb_build_object('b', repeat('x', 2000000)))");
   int from = 0, to = 0;
   ASSERT_OK(db, oq_migrate_run(db, &from, &to));
   ASSERT_EQ(from, 3);
-  ASSERT_EQ(to, 4);
+  ASSERT_EQ(to, oq_migrate_latest());
   ASSERT_EQ(oqt_scalar(db, "SELECT count(*) FROM onceq_items WHERE queue = "
                            "'old' AND octet_length(payload::text) > 2000000"),
             1);

@@ -31,3 +31,6 @@ oq_add_test(it_lib_operator_calls LABEL integration TIMEOUT 60
 # own tables: schedules, the lease, the webhook's marks (issue 24).
 oq_add_test(it_lib_coord_calls LABEL integration TIMEOUT 60
             SOURCES coord_calls.c)
+# Ordering keys: per-key heads, strict order past failures, several
+# workers acknowledging in enqueue order (issue 23 item 1).
+oq_add_test(it_lib_ordering LABEL integration TIMEOUT 60 SOURCES ordering.c)

@@ -18,6 +18,11 @@
 #              trail must replay in spin
 #   broken     -DNORECONCILE (no reconciliation sweep): pan MUST report an
 #              acceptance cycle (an item stranded forever)
+#   ordered    -DORDERED (both items share an ordering key): safety with 2
+#              faults, partitioned with 1 (the key spans both parts), and
+#              liveness with 1: item 1 is acknowledged only after item 0
+#              ended, across reaps; -DNOKEYHEAD (the claim without the key
+#              predicate) MUST report an assertion violation
 # Prints the state counts of each run. Exit 0 if all hold, 1 if not, 77
 # (skipped) if spin or gcc is missing outside CI (test/run.sh installs spin).
 set -euo pipefail
@@ -119,6 +124,10 @@ verify live_parts ok "-DLIVENESS -DPARTS -DMAXF=1" "-a -f"
 verify noclaimcheck 'assertion violated' "-DNOCLAIMCHECK -DMAXF=2" ""
 verify noreconcile 'acceptance cycle' "-DLIVENESS -DNORECONCILE -DMAXF=1" \
   "-a -f"
+verify ordered ok "-DORDERED -DMAXF=2" ""
+verify ordered_parts ok "-DORDERED -DPARTS -DMAXF=1" ""
+verify live_ordered ok "-DLIVENESS -DORDERED -DMAXF=1" "-a -f"
+verify nokeyhead 'assertion violated' "-DORDERED -DNOKEYHEAD -DMAXF=1" ""
 
 if [ $FAILS -ne 0 ]; then
   echo "model: $FAILS check(s) failed (work files in $WORK)" >&2

@@ -21,6 +21,14 @@
  *                 lost strands its item)
  *   LIVENESS      also check "every item ends acked or dead" (the ltl
  *                 formula below; run pan with -a -f)
+ *   ORDERED       both items carry one ordering key, item 0 enqueued
+ *                 first (lower enqueue_seq): the claim takes item 1 only
+ *                 once item 0 has left onceq_items (KEY_HEAD in
+ *                 lib/src/dialect.c), and an ack of item 1 asserts that
+ *                 item 0 ended first (per-key order, across reaps, stale
+ *                 sessions and, with PARTS, a key spread over two parts)
+ *   NOKEYHEAD     with ORDERED, the claim forgets the key predicate: the
+ *                 broken variant that must produce a counterexample
  */
 
 #define W 2    /* workers */
@@ -55,9 +63,17 @@
 #else
 #define LOOKS(w, i) true
 #endif
+/* KEY_OK(i): item i is its key's head. Under ORDERED item 0 has the
+ * lower enqueue_seq; the second probe of KEY_HEAD (no item of the key
+ * claimed) adds nothing here, since item 0 is then not PRESENT. */
+#if defined(ORDERED) && !defined(NOKEYHEAD)
+#define KEY_OK(i) ((i) == 0 || db_state[0] != PRESENT)
+#else
+#define KEY_OK(i) true
+#endif
 #define READY(w, i)                                                            \
   (db_state[i] == PRESENT && db_claim[i] == 0 && db_att[i] < MAXA &&           \
-   !held[i] && LOOKS(w, i))
+   !held[i] && LOOKS(w, i) && KEY_OK(i))
 #define EXHAUSTED(k)                                                           \
   (db_state[k] == PRESENT && db_claim[k] == 0 && db_att[k] >= MAXA)
 
@@ -159,6 +175,11 @@ inline ack_commit(i, sid)
 {
   assert(!g_reaped[sid]);     /* a reaped session never acknowledges */
   assert(g_acks[i] == 0);     /* at most one acknowledgement per item */
+#ifdef ORDERED
+  /* per-key order: item 1 is acknowledged only after item 0 ended
+   * (acknowledged or dead-lettered) */
+  assert(i == 0 || db_state[0] != PRESENT);
+#endif
   g_acks[i]++;
   db_state[i] = ACKED;
   db_claim[i] = 0

@@ -465,6 +465,17 @@ mode_psql() {
        AND priority = 10 AND max_attempts = 5" 1
   expect "exactly the committed items" "SELECT count(*) FROM onceq_items" 3
 
+  # ordering keys: enqueue_seq gives the order within the key
+  block ordering.sql
+  run_sql ordering.sql
+  expect "ordering_key: invoice 1 is ahead of invoice 2" \
+    "SELECT string_agg(payload ->> 'invoice', ',' ORDER BY enqueue_seq)
+       FROM onceq_items WHERE queue = 'billing'
+       AND ordering_key = 'customer-42'" 1,2
+  psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 \
+    -c "DELETE FROM onceq_items WHERE queue = 'billing'" ||
+    fail "cannot remove the ordering example's items"
+
   # wait for the result: a worker acknowledges while the README waits
   block wait.sh
   block wait_state.sql

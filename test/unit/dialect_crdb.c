@@ -229,6 +229,8 @@ static void test_branches(void)
   ASSERT(strcmp(crdb, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM)) != 0);
   ASSERT_CONTAINS(crdb, " WHERE claim IS NULL AND queue = ANY($2::text[])"
                         " AND run_at <= now() AND attempts < max_attempts"
+                        " AND (onceq_items.ordering_key IS NULL OR");
+  ASSERT_CONTAINS(crdb, " AND k.claim IS NOT NULL)))"
                         " ORDER BY priority DESC, run_at LIMIT $3::int"
                         " RETURNING ");
 }
@@ -375,6 +377,18 @@ static void test_migrations(void)
                   "ALTER TABLE onceq_leases CONFIGURE ZONE USING "
                   "gc.ttlseconds = ");
   ASSERT_NOT_CONTAINS(oq__migrations[1].pg_sql, "CONFIGURE ZONE");
+
+  /* v5: enqueue_seq from a sequence; the default is set after the column
+   * is added (ADD COLUMN ... DEFAULT nextval() cannot backfill a table
+   * with rows on CockroachDB: cockroachdb/cockroach#42508) */
+  ASSERT(oq__migration_count >= 5);
+  char *c5 = strip_comments(oq__migrations[4].crdb_sql);
+  ASSERT_CONTAINS(c5, "ADD COLUMN IF NOT EXISTS enqueue_seq INT8;\n");
+  ASSERT_CONTAINS(c5, "ALTER COLUMN enqueue_seq SET DEFAULT "
+                      "nextval('onceq_items_enqueue_seq');");
+  ASSERT_NOT_CONTAINS_CI(c5, "unique_rowid()");
+  ASSERT_NOT_CONTAINS_CI(c5, "INT8 DEFAULT nextval");
+  free(c5);
 
   /* the PostgreSQL text is the one with the NOTIFY trigger */
   ASSERT_CONTAINS(m1->pg_sql, "LANGUAGE plpgsql");

@@ -17,6 +17,9 @@ oq_add_script_test(NAME it_worker_sigkill SCRIPT it_sigkill.sh TIMEOUT 300
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_sigstop SCRIPT it_sigstop.sh TIMEOUT 120
                    RUN_SERIAL ${_n})
+# Ordering keys under kill -9: per-key ack order, 0 duplicates, 0 lost.
+oq_add_script_test(NAME it_worker_ordered_sigkill SCRIPT it_ordered_sigkill.sh
+                   TIMEOUT 180 RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_pg_restart SCRIPT it_pg_restart.sh
                    TIMEOUT 150 RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_notify SCRIPT it_notify.sh TIMEOUT 60

@@ -1,0 +1,123 @@
+/*
+ * keys_view.c: the ordering keys view (keys_view.h).
+ *
+ * A key's head is its item with the lowest enqueue_seq: the claim takes
+ * no other item of the key while the head is in onceq_items (lib/src/
+ * dialect.c, KEY_HEAD). Head states: running = claimed; ready = unclaimed
+ * and due; retrying = it failed and waits for run_at; exhausted = no
+ * attempt left, dead-lettered by the next reap. A key is blocked when its
+ * head has failed (last_error set) and is not running: everything behind
+ * it waits until the head succeeds or is dead-lettered (strict order).
+ *
+ * DISTINCT ON walks onceq_items_key_order (queue, ordering_key,
+ * enqueue_seq) once; the waiting count is one more probe of it per key.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "fmt.h"
+#include "keys_view.h"
+#include "rows.h"
+
+static const char keys_sql[] =
+    "SELECT h.queue, h.ordering_key, h.id::text, h.attempts, h.max_attempts,"
+    " CASE WHEN h.claim IS NOT NULL THEN 'running'"
+    " WHEN h.attempts >= h.max_attempts THEN 'exhausted'"
+    " WHEN h.run_at > now() THEN 'retrying' ELSE 'ready' END,"
+    " extract(epoch from h.run_at - now())::float8,"
+    " (SELECT count(*) FROM onceq_items w WHERE w.queue = h.queue"
+    " AND w.ordering_key = h.ordering_key) - 1,"
+    " h.last_error, h.enqueue_seq"
+    " FROM (SELECT DISTINCT ON (queue, ordering_key) id, queue, ordering_key,"
+    " attempts, max_attempts, claim, run_at, last_error, enqueue_seq"
+    " FROM onceq_items WHERE ordering_key IS NOT NULL"
+    " AND ($1::text IS NULL OR queue = $1::text)"
+    " ORDER BY queue, ordering_key, enqueue_seq) h"
+    " WHERE NOT $2::bool OR (h.claim IS NULL AND h.last_error IS NOT NULL)"
+    " ORDER BY h.queue, h.ordering_key LIMIT $3::int";
+
+enum {
+  K_QUEUE,
+  K_KEY,
+  K_HEAD,
+  K_ATTEMPTS,
+  K_MAXA,
+  K_STATE,
+  K_RUN_IN,
+  K_WAITING,
+  K_ERROR,
+  K_SEQ,
+  K_NCOLS
+};
+
+static const cm_listing_col key_cols[] = {
+    {"QUEUE", 0},
+    {"KEY", 0},
+    {"HEAD", 0},
+    {"STATE", 0},
+    {"TRY", CM_COL_RIGHT},
+    {"WAITING", CM_COL_RIGHT},
+    {"LAST ERROR", CM_COL_FLEX},
+    {NULL, 0},
+};
+
+typedef struct keys_ctx {
+  cm_listing *out;
+  qv_keys_sum *sum;
+  long limit; /* the row after it only says there are more */
+} keys_ctx;
+
+static oq_err key_row(void *ud, int ncols, const char *const *v)
+{
+  keys_ctx *c = ud;
+  if (ncols < K_NCOLS)
+    return OQ_ERR_SQL;
+  if (++c->sum->n > c->limit)
+    return OQ_OK;
+  bool failed = v[K_ERROR] && strcmp(v[K_STATE], "running") != 0;
+  if (failed)
+    c->sum->blocked++;
+  if (c->out->json) {
+    cm_json *j = &c->out->j;
+    cm_json_obj(j, NULL);
+    cm_json_str(j, "queue", v[K_QUEUE]);
+    cm_json_str(j, "ordering_key", v[K_KEY]);
+    cm_json_str(j, "head", v[K_HEAD]);
+    cm_json_raw(j, "head_enqueue_seq", v[K_SEQ]);
+    cm_json_str(j, "state", v[K_STATE]);
+    cm_json_bool(j, "blocked", failed);
+    cm_json_raw(j, "attempts", v[K_ATTEMPTS]);
+    cm_json_raw(j, "max_attempts", v[K_MAXA]);
+    cm_json_num(j, "run_in_s", cm_atof(v[K_RUN_IN], NAN));
+    cm_json_raw(j, "waiting", v[K_WAITING]);
+    cm_json_str(j, "last_error", v[K_ERROR]);
+    cm_json_end(j);
+    return OQ_OK;
+  }
+  char id8[9];
+  snprintf(id8, sizeof id8, "%.8s", v[K_HEAD] ? v[K_HEAD] : "");
+  cm_table_cell(c->out->t, v[K_QUEUE]);
+  cm_table_cell(c->out->t, v[K_KEY]);
+  cm_table_cell(c->out->t, id8);
+  cm_table_cell(c->out->t, v[K_STATE]);
+  cm_table_cellf(c->out->t, "%s/%s", v[K_ATTEMPTS], v[K_MAXA]);
+  cm_table_cell(c->out->t, v[K_WAITING]);
+  cm_table_cell(c->out->t, v[K_ERROR] ? v[K_ERROR] : "-");
+  return OQ_OK;
+}
+
+int qv_keys_open(cm_listing *l, bool json)
+{
+  return cm_listing_open(l, json, "keys", key_cols, "keys");
+}
+
+oq_err qv_keys_read(oq_db *db, const char *queue, bool blocked_only, long limit,
+                    cm_listing *l, qv_keys_sum *sum)
+{
+  char lim[24];
+  snprintf(lim, sizeof lim, "%ld", limit + 1);
+  const char *p[3] = {queue, blocked_only ? "true" : "false", lim};
+  keys_ctx c = {l, sum, limit};
+  memset(sum, 0, sizeof *sum);
+  return oq_db_query(db, keys_sql, 3, p, key_row, &c);
+}

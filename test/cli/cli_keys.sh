@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# cli_keys: `onceq keys` shows each ordering key's head and the items
+# waiting behind it; --blocked only the keys whose head failed (it holds
+# the rest back until it succeeds or is dead-lettered), with its last
+# error. A cancelled head unblocks its key.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../harness/oq_harness.sh
+. "$here/../harness/oq_harness.sh"
+oq_setup cli_keys --url
+t=$OQ_TMP
+
+oq_q "INSERT INTO onceq_items (queue, ordering_key)
+        SELECT 'ord', k FROM (VALUES ('a'), ('b')) v(k),
+        generate_series(1, 4) g ORDER BY k, g"
+oq_q "INSERT INTO onceq_items (queue) VALUES ('ord')"
+head=$(oq_q "SELECT id FROM onceq_items WHERE ordering_key = 'b'
+             ORDER BY enqueue_seq LIMIT 1")
+oq_q "UPDATE onceq_items SET attempts = 1, last_error = 'upstream 503',
+      run_at = now() + interval '10 minutes' WHERE id = '$head'"
+
+oq_run_cli "$t/all.json" "$t/all.err" --json keys --queue ord
+oq_check "keys exit" "$OQ_RC" 0
+oq_check "two keys" "$(oq_jget "$t/all.json" 'len(d["keys"])')" 2
+oq_check "a's head is ready" "$(oq_jget "$t/all.json" 'd["keys"][0]["state"]')" ready
+oq_check "3 wait behind a's head" \
+  "$(oq_jget "$t/all.json" 'd["keys"][0]["waiting"]')" 3
+
+oq_run_cli "$t/bl.json" "$t/bl.err" --json keys --blocked
+oq_check "keys --blocked exit" "$OQ_RC" 0
+oq_check "one blocked key" "$(oq_jget "$t/bl.json" 'len(d["keys"])')" 1
+oq_check "it is b" "$(oq_jget "$t/bl.json" 'd["keys"][0]["ordering_key"]')" b
+oq_check "the blocking item" "$(oq_jget "$t/bl.json" 'd["keys"][0]["head"]')" "$head"
+oq_check "its state" "$(oq_jget "$t/bl.json" 'd["keys"][0]["state"]')" retrying
+oq_check "its last error" \
+  "$(oq_jget "$t/bl.json" 'd["keys"][0]["last_error"]')" "upstream 503"
+
+oq_run_cli "$t/bl.out" "$t/bl.err" keys --blocked
+oq_check "the table names the error" \
+  "$(grep -c 'upstream 503' "$t/bl.out")" 1
+
+oq_run_cli "$t/c.out" "$t/c.err" cancel "$head"
+oq_check "cancel exit" "$OQ_RC" 0
+oq_run_cli "$t/none.out" "$t/none.err" keys --blocked
+oq_check "no blocked key after the cancel" "$(cat "$t/none.out")" "no blocked keys"
+echo "PASS cli_keys"

@@ -1,0 +1,362 @@
+/*
+ * ordering.c: ordering keys (schema v5, issue 23 item 1). Items of one
+ * queue and one ordering_key are claimed one at a time and acknowledged in
+ * enqueue order (enqueue_seq); items without a key behave as before.
+ *
+ * Checks:
+ *  - one claim takes at most the head of each key, and every unkeyed item;
+ *  - a failed head waiting for its retry blocks its key (strict order); a
+ *    dead-lettered one does not;
+ *  - a lower enqueue_seq committed after a higher one was claimed waits
+ *    until that one is acknowledged (never two of one key at once);
+ *  - a keyed item's part is the key's hash (--partitioned: one part owns
+ *    the key), and the partitioned claim (oq_parts_claim) takes heads
+ *    only, also for a key whose items lie in different parts;
+ *  - drained by several workers (threads, one connection and session
+ *    each), every key's acknowledgements commit in enqueue order: each ack
+ *    writes a ledger row in the ack transaction and refuses (the ack rolls
+ *    back) if its key already has a later item in the ledger.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "oq_test.h"
+#include "sem_util.h"
+
+#define KEYS 20
+#define PER_KEY 10
+#define WORKERS 3
+
+static const char *dsn_g;
+
+static void put(oq_db *db, const char *queue, const char *key, int n,
+                int max_attempts)
+{
+  char nb[16], mb[16];
+  snprintf(nb, sizeof nb, "%d", n);
+  snprintf(mb, sizeof mb, "%d", max_attempts);
+  QEXEC(db,
+        "INSERT INTO onceq_items (queue, ordering_key, max_attempts, payload)"
+        " SELECT $1, $2, $4::int, jsonb_build_object('i', g)"
+        " FROM generate_series(1, $3::int) g ORDER BY g",
+        queue, key, nb, mb);
+}
+
+static long seq_of(oq_db *db, const char *id)
+{
+  return QLONG(db, "SELECT enqueue_seq FROM onceq_items WHERE id = $1", id);
+}
+
+/* One claim: heads only; acking a head makes the next one the head. */
+static void test_heads(oq_db *db, const oq_session *w)
+{
+  put(db, "heads", "a", 3, 25);
+  put(db, "heads", "b", 3, 25);
+  QEXEC(db,
+        "INSERT INTO onceq_items (queue) SELECT $1 FROM"
+        " generate_series(1, 4)",
+        "heads");
+  long last_a = 0, last_b = 0;
+  for (int round = 0; round < 3; round++) {
+    oq_item *it = NULL;
+    size_t n = SEM_CLAIM(db, w, "heads", 100, &it);
+    int a = 0, b = 0, none = 0;
+    for (size_t i = 0; i < n; i++) {
+      char key[16] = "";
+      bool has =
+          QTEXT(db, key, "SELECT ordering_key FROM onceq_items WHERE id = $1",
+                it[i].id);
+      long s = seq_of(db, it[i].id);
+      if (!has) {
+        none++;
+      } else if (strcmp(key, "a") == 0) {
+        a++;
+        ASSERT(s > last_a);
+        last_a = s;
+      } else {
+        b++;
+        ASSERT(s > last_b);
+        last_b = s;
+      }
+    }
+    ASSERT_EQ(a, 1);
+    ASSERT_EQ(b, 1);
+    ASSERT_EQ(none, round == 0 ? 4 : 0);
+    /* claimed heads block their keys until acknowledged */
+    oq_item *again = NULL;
+    size_t m = SEM_CLAIM(db, w, "heads", 100, &again);
+    ASSERT_EQ(m, 0);
+    oq_items_free(again, m);
+    for (size_t i = 0; i < n; i++)
+      ASSERT_OK(db, oq_ack(db, w, &it[i], NULL, NULL, NULL, NULL));
+    oq_items_free(it, n);
+  }
+  ASSERT_EQ(
+      QLONG(db, "SELECT count(*) FROM onceq_items WHERE queue = $1", "heads"),
+      0);
+  printf("ok one head per key per claim, unkeyed items unaffected\n");
+}
+
+/* A failing head blocks its key until it succeeds or dead-letters. */
+static void test_fail_blocks(oq_db *db, const oq_session *w)
+{
+  put(db, "failk", "k", 1, 2); /* dead-letters on its 2nd failure */
+  put(db, "failk", "k", 2, 25);
+  oq_item *it = NULL;
+  size_t n = SEM_CLAIM(db, w, "failk", 10, &it);
+  ASSERT_EQ(n, 1);
+  char head[OQ_UUID_LEN + 1];
+  snprintf(head, sizeof head, "%s", it[0].id);
+  oq_fail_outcome out = (oq_fail_outcome)-1;
+  ASSERT_OK(db, oq_fail(db, w, &it[0], "first", 60000, &out));
+  ASSERT_EQ(out, OQ_FAIL_RETRY);
+  oq_items_free(it, n);
+  /* waiting for its retry a minute from now: the key stays blocked */
+  n = SEM_CLAIM(db, w, "failk", 10, &it);
+  ASSERT_EQ(n, 0);
+  oq_items_free(it, n);
+  QEXEC(db, "UPDATE onceq_items SET run_at = now() WHERE id = $1", head);
+  n = SEM_CLAIM(db, w, "failk", 10, &it);
+  ASSERT_EQ(n, 1);
+  ASSERT_STREQ(it[0].id, head);
+  ASSERT_OK(db, oq_fail(db, w, &it[0], "second", 0, &out));
+  ASSERT_EQ(out, OQ_FAIL_DEAD);
+  oq_items_free(it, n);
+  /* dead-lettered: the next item of the key is the head now */
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_dead WHERE id = $1"
+                  " AND ordering_key = 'k'",
+                  head),
+            1);
+  n = SEM_CLAIM(db, w, "failk", 10, &it);
+  ASSERT_EQ(n, 1);
+  ASSERT(strcmp(it[0].id, head) != 0);
+  /* a retried dead letter goes back to the end of its key */
+  const char *ids[1] = {head};
+  bool blocked = false;
+  ASSERT_OK(db, oq_db_exec(db, "BEGIN", 0, NULL, NULL));
+  ASSERT_OK(db, oq_retry_dead(db, ids, 1, NULL, NULL, NULL, &blocked));
+  ASSERT_OK(db, oq_db_exec(db, "COMMIT", 0, NULL, NULL));
+  ASSERT(!blocked);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_items WHERE id = $1"
+                  " AND ordering_key = 'k' AND enqueue_seq = (SELECT"
+                  " max(enqueue_seq) FROM onceq_items WHERE queue ="
+                  " 'failk' AND ordering_key = 'k')",
+                  head),
+            1);
+  ASSERT_OK(db, oq_ack(db, w, &it[0], NULL, NULL, NULL, NULL));
+  oq_items_free(it, n);
+  for (int k = 0; k < 2; k++) {
+    n = SEM_CLAIM(db, w, "failk", 10, &it);
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(strcmp(it[0].id, head) == 0, k == 1);
+    ASSERT_OK(db, oq_ack(db, w, &it[0], NULL, NULL, NULL, NULL));
+    oq_items_free(it, n);
+  }
+  printf("ok a failing head blocks its key until it dead-letters; retried,"
+         " it runs last\n");
+}
+
+/* An enqueue with a lower enqueue_seq that commits after a higher one of
+ * its key was claimed waits for that one: never two of a key at once. */
+static void test_late_commit(oq_db *db, const oq_session *w)
+{
+  oq_db *late = oqt_connect(dsn_g);
+  ASSERT_OK(late, oq_db_exec(late, "BEGIN", 0, NULL, NULL));
+  put(late, "late", "k", 1, 25); /* takes its enqueue_seq now */
+  put(db, "late", "k", 1, 25);   /* a higher one, committed first */
+  oq_item *it = NULL;
+  size_t n = SEM_CLAIM(db, w, "late", 10, &it);
+  ASSERT_EQ(n, 1);
+  ASSERT_OK(late, oq_db_exec(late, "COMMIT", 0, NULL, NULL));
+  oq_item *more = NULL;
+  size_t m = SEM_CLAIM(db, w, "late", 10, &more);
+  ASSERT_EQ(m, 0);
+  oq_items_free(more, m);
+  ASSERT_OK(db, oq_ack(db, w, &it[0], NULL, NULL, NULL, NULL));
+  oq_items_free(it, n);
+  m = SEM_CLAIM(db, w, "late", 10, &more);
+  ASSERT_EQ(m, 1);
+  ASSERT_OK(db, oq_ack(db, w, &more[0], NULL, NULL, NULL, NULL));
+  oq_items_free(more, m);
+  oq_db_close(late);
+  printf("ok a late-committed lower enqueue_seq waits for the claimed one\n");
+}
+
+/* --partitioned: every item of a key falls into one slot, its hash. */
+static void test_parts(oq_db *db)
+{
+  put(db, "parts", "p1", 5, 25);
+  put(db, "parts", "p2", 5, 25);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(DISTINCT (ordering_key, part)) FROM onceq_items"
+                  " WHERE queue = $1",
+                  "parts"),
+            2);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_items WHERE queue = $1"
+                  " AND part <> hashtext(ordering_key) & 1023",
+                  "parts"),
+            0);
+  QEXEC(db, "DELETE FROM onceq_items WHERE queue = $1", "parts");
+  printf("ok a key's items share one slot\n");
+}
+
+/* The partitioned claim (oq_parts_claim) takes heads only as well, also
+ * for a key whose items lie in different slots (an explicit part, as a
+ * CockroachDB producer might leave them): the predicate looks across
+ * parts. */
+static void test_parts_claim(oq_db *db)
+{
+  ASSERT_OK(db, oq_parts_set(db, 4));
+  oq_session *s = SEM_LONG_SESSION(db);
+  oq_parts *p = NULL;
+  ASSERT_OK(db, oq_parts_new(NULL, &p));
+  ASSERT_OK(db, oq_parts_rebalance(db, s, p));
+  put(db, "pclaim", "x", 3, 25);
+  put(db, "pclaim", "y", 3, 25);
+  /* spread key z: its later items in another part's slots */
+  put(db, "pclaim", "z", 3, 25);
+  QEXEC(db,
+        "UPDATE onceq_items SET part = (part + 512) % 1024 WHERE queue = $1"
+        " AND ordering_key = 'z' AND enqueue_seq > (SELECT min(enqueue_seq)"
+        " FROM onceq_items WHERE queue = $1 AND ordering_key = 'z')",
+        "pclaim");
+  const char *q[1] = {"pclaim"};
+  for (int round = 0; round < 3; round++) {
+    oq_item *it = NULL;
+    size_t n = 0;
+    ASSERT_OK(db, oq_parts_claim(db, s, p, q, 1, 100, &it, &n));
+    ASSERT_EQ(n, 3); /* one head of each key */
+    for (size_t i = 0; i < n; i++) {
+      ASSERT_EQ(QLONG(db,
+                      "SELECT count(*) FROM onceq_items a JOIN onceq_items b"
+                      " ON a.queue = b.queue AND a.ordering_key ="
+                      " b.ordering_key AND b.enqueue_seq < a.enqueue_seq"
+                      " WHERE a.id = $1",
+                      it[i].id),
+                0);
+      ASSERT_OK(db, oq_ack(db, s, &it[i], NULL, NULL, NULL, NULL));
+    }
+    oq_items_free(it, n);
+  }
+  oq_parts_free(p);
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+  printf("ok the partitioned claim takes heads only, across parts too\n");
+}
+
+typedef struct {
+  oq_db *db;
+  oq_session *s;
+  int acked;
+  int refused;
+} worker;
+
+/* In the ack transaction: the ledger row, unless the key already has a
+ * later item there (then the ack rolls back and the test fails). */
+static oq_err ledger_cb(oq_db *db, const oq_item *item, void *ud)
+{
+  worker *w = ud;
+  const char *p[1] = {item->id};
+  long rows = -1;
+  oq_err e = oq_db_exec(
+      db,
+      "INSERT INTO oledger (item_id, okey, seq)"
+      " SELECT i.id, i.ordering_key, i.enqueue_seq FROM onceq_items i"
+      " WHERE i.id = $1::uuid AND NOT EXISTS (SELECT 1 FROM oledger l"
+      " WHERE l.okey = i.ordering_key AND l.seq > i.enqueue_seq)",
+      1, p, &rows);
+  if (e == OQ_OK && rows != 1) {
+    w->refused++;
+    return OQ_ERR_CALLBACK;
+  }
+  return e;
+}
+
+static void *drain(void *arg)
+{
+  worker *w = arg;
+  const char *q[1] = {"drain"};
+  for (int round = 0; round < 2000; round++) {
+    oq_item *it = NULL;
+    size_t n = 0;
+    ASSERT_OK(w->db, oq_claim(w->db, w->s, q, 1, 7, &it, &n));
+    for (size_t i = 0; i < n; i++) {
+      oq_err e = oq_ack(w->db, w->s, &it[i], ledger_cb, w, NULL, NULL);
+      if (e == OQ_OK)
+        w->acked++;
+      else
+        ASSERT_OK(w->db, oq_release(w->db, w->s, &it[i], 1, NULL));
+    }
+    oq_items_free(it, n);
+    if (oqt_scalar(w->db, "SELECT count(*) FROM onceq_items"
+                          " WHERE queue = 'drain'") == 0)
+      break;
+  }
+  return NULL;
+}
+
+static void test_workers(oq_db *db)
+{
+  ASSERT_OK(db, oq_db_exec(db,
+                           "CREATE TABLE oledger (n BIGSERIAL PRIMARY KEY,"
+                           " item_id UUID NOT NULL, okey TEXT NOT NULL,"
+                           " seq BIGINT NOT NULL)",
+                           0, NULL, NULL));
+  for (int k = 0; k < KEYS; k++) {
+    char key[16];
+    snprintf(key, sizeof key, "key-%d", k);
+    put(db, "drain", key, PER_KEY, 25);
+  }
+  worker w[WORKERS];
+  pthread_t t[WORKERS];
+  for (int i = 0; i < WORKERS; i++) {
+    memset(&w[i], 0, sizeof w[i]);
+    w[i].db = oqt_connect(dsn_g);
+    w[i].s = SEM_LONG_SESSION(w[i].db);
+    ASSERT_EQ(pthread_create(&t[i], NULL, drain, &w[i]), 0);
+  }
+  int acked = 0, refused = 0;
+  for (int i = 0; i < WORKERS; i++) {
+    ASSERT_EQ(pthread_join(t[i], NULL), 0);
+    acked += w[i].acked;
+    refused += w[i].refused;
+    ASSERT_OK(w[i].db, oq_session_end(w[i].db, w[i].s));
+    oq_session_free(w[i].s);
+    oq_db_close(w[i].db);
+  }
+  ASSERT_EQ(refused, 0);
+  ASSERT_EQ(acked, KEYS * PER_KEY);
+  ASSERT_EQ(oqt_scalar(db, "SELECT count(DISTINCT item_id) FROM oledger"),
+            KEYS * PER_KEY);
+  /* commit order (n) and enqueue order (seq) agree within every key */
+  ASSERT_EQ(oqt_scalar(db, "SELECT count(*) FROM oledger a JOIN oledger b"
+                           " ON a.okey = b.okey AND a.n < b.n"
+                           " AND a.seq > b.seq"),
+            0);
+  printf("ok %d workers: %d acks, per-key ledger in enqueue order\n", WORKERS,
+         acked);
+}
+
+int main(void)
+{
+  dsn_g = oqt_fresh_db("ordering", 1);
+  oq_db *db = oqt_connect(dsn_g);
+  oq_session *w = SEM_LONG_SESSION(db);
+
+  test_heads(db, w);
+  test_fail_blocks(db, w);
+  test_late_commit(db, w);
+  test_parts(db);
+  test_workers(db);
+  test_parts_claim(db);
+
+  ASSERT_OK(db, oq_session_end(db, w));
+  oq_session_free(w);
+  oq_db_close(db);
+  printf("PASS it_lib_ordering (isolation: %s)\n", oqt_isolation());
+  return 0;
+}
