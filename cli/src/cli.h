@@ -107,6 +107,8 @@ int cmd_stats(const cli_globals *g, int argc, char **argv);
 int cmd_sessions(const cli_globals *g, int argc, char **argv);
 int cmd_parts(const cli_globals *g, int argc, char **argv);
 int cmd_reap(const cli_globals *g, int argc, char **argv);
+int cmd_pause(const cli_globals *g, int argc, char **argv);
+int cmd_resume(const cli_globals *g, int argc, char **argv);
 int cmd_coordinator(const cli_globals *g, int argc, char **argv);
 int cmd_schedule(const cli_globals *g, int argc, char **argv);
 int cmd_wait(const cli_globals *g, int argc, char **argv);

@@ -19,6 +19,8 @@ static const cli_cmd commands[] = {
     {"stats", cmd_stats, "per-queue counts, lag, rates, scaling hint"},
     {"sessions", cmd_sessions, "live worker sessions and their claims"},
     {"parts", cmd_parts, "partition owners and load; `parts set P`"},
+    {"pause", cmd_pause, "stop claims of queues fleet-wide (items finish)"},
+    {"resume", cmd_resume, "let workers claim paused queues again"},
     {"reap", cmd_reap, "reap expired sessions once, releasing claims"},
     {"coordinator", cmd_coordinator, "the janitor daemon (leader by lease)"},
     {"schedule", cmd_schedule, "add|list|rm cron schedules"},

@@ -47,6 +47,7 @@ typedef struct qgauge {
   char *queue;
   long v[4];    /* ready, scheduled, running, dead */
   double lag_s; /* 0 when none ready */
+  bool paused;  /* `onceq pause` */
 } qgauge;
 
 struct co_metrics {
@@ -135,6 +136,7 @@ void co_metrics_set_queues(co_metrics *m, const qv_snapshot *s)
       q[n].v[2] = s->q[i].running;
       q[n].v[3] = s->q[i].dead;
       q[n].lag_s = s->q[i].lag_s > 0 ? s->q[i].lag_s : 0;
+      q[n].paused = s->q[i].paused;
       n++;
     }
   }
@@ -187,6 +189,15 @@ static size_t render_all(void *ud, char *buf, size_t len)
     cm_prom_printf(&o, "onceq_queue_lag_seconds{queue=\"");
     cm_prom_label_value(&o, m->q[i].queue);
     cm_prom_printf(&o, "\"} %.3f\n", m->q[i].lag_s);
+  }
+  cm_prom_help_type(&o, "onceq_queue_paused",
+                    "1 while claims skip the queue (`onceq pause`), else 0 "
+                    "(leader only).",
+                    "gauge");
+  for (int i = 0; i < m->nq; i++) {
+    cm_prom_printf(&o, "onceq_queue_paused{queue=\"");
+    cm_prom_label_value(&o, m->q[i].queue);
+    cm_prom_printf(&o, "\"} %d\n", m->q[i].paused ? 1 : 0);
   }
   pthread_mutex_unlock(&m->mu);
   return o.need;

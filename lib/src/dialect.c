@@ -48,11 +48,28 @@
  * octet_length(payload::text), the text the RETURNING sends and the worker
  * holds; computed on the rows the LIMIT keeps, not on the table.
  */
+/*
+ * Queue controls (onceq_queues, schema v5; onceq/queues.h): the claims skip
+ * a paused queue. They only decide where a claim looks: the ack's claim
+ * check is unchanged, so an item claimed before a pause finishes and is
+ * acknowledged as usual. One primary-key probe per queue per claim; a queue
+ * without a row (the common case) finds none and is claimed as before.
+ * PostgreSQL filters the queue list before the per-queue scans
+ * (QUEUES_OPEN); CockroachDB, whose claim is one UPDATE per queue, adds
+ * QUEUE_OPEN to its WHERE clause.
+ */
+#define QUEUES_OPEN                                                            \
+  "(SELECT name FROM unnest($2::text[]) AS n(name) WHERE NOT EXISTS"           \
+  " (SELECT 1 FROM onceq_queues ctl WHERE ctl.queue = n.name"                  \
+  " AND ctl.paused)) AS q"
+#define QUEUE_OPEN                                                             \
+  " AND NOT EXISTS (SELECT 1 FROM onceq_queues ctl"                            \
+  " WHERE ctl.queue = onceq_items.queue AND ctl.paused)"
+
 #define CLAIM_PG(ready_in_queue, budget)                                       \
   "WITH c AS MATERIALIZED ("                                                   \
   " SELECT x.id, x.priority, x.run_at, x.bytes"                                \
-  " FROM unnest($2::text[]) AS q(name)"                                        \
-  " CROSS JOIN LATERAL (SELECT id, priority, run_at,"                          \
+  " FROM " QUEUES_OPEN " CROSS JOIN LATERAL (SELECT id, priority, run_at,"     \
   " octet_length(payload::text) AS bytes FROM onceq_items"                     \
   " WHERE " ready_in_queue " ORDER BY priority DESC, run_at LIMIT $3::int"     \
   " FOR UPDATE SKIP LOCKED) x"                                                 \
@@ -88,7 +105,7 @@ static const char claim_pg[] =
 static const char claim_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
     " attempts = attempts + 1"
-    " WHERE " READY " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " WHERE " READY QUEUE_OPEN " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
 /*
@@ -124,7 +141,8 @@ static const char claim_parts_pg[] =
 static const char claim_parts_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
     " attempts = attempts + 1"
-    " WHERE " READY_IN_RANGE " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " WHERE " READY_IN_RANGE QUEUE_OPEN
+    " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
 #define DEAD_COLS                                                              \
@@ -462,6 +480,13 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " LEFT JOIN onceq_results r ON r.item_id = w.id"
         " LEFT JOIN onceq_dead dd ON dd.id = w.id"
         " LEFT JOIN onceq_done dn ON dn.item_id = w.id",
+    /* ---- queue controls (queues.c): $1 the queue ---- */
+    [OQ__SQL_QUEUE_PAUSE] =
+        "INSERT INTO onceq_queues (queue, paused) VALUES ($1::text, $2::bool)"
+        " ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused,"
+        " updated_at = now()",
+    [OQ__SQL_QUEUE_GET] =
+        "SELECT paused FROM onceq_queues WHERE queue = $1::text",
     [OQ__SQL_ENQUEUE_KEEP_RESULT] = "UPDATE onceq_items SET keep_result = true"
                                     " WHERE id = $1::uuid",
 };

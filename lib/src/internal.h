@@ -118,6 +118,8 @@ typedef enum oq__stmt {
   OQ__SQL_WAIT_OPT_IN,
   OQ__SQL_WAIT_STATE,
   OQ__SQL_ENQUEUE_KEEP_RESULT,
+  OQ__SQL_QUEUE_PAUSE,
+  OQ__SQL_QUEUE_GET,
   OQ__SQL__COUNT
 } oq__stmt;
 

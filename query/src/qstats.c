@@ -36,6 +36,11 @@ static const char SQL_DEAD_QUEUE_FIRST[] = "SELECT min(queue) FROM onceq_dead";
 static const char SQL_DEAD_QUEUE_NEXT[] =
     "SELECT min(queue) FROM onceq_dead WHERE queue > $1";
 
+/* Paused queues (onceq_queues, onceq/queues.h): few rows, read whole. A
+ * paused queue is listed even with no items. */
+static const char SQL_PAUSED[] =
+    "SELECT queue, 1 FROM onceq_queues WHERE paused ORDER BY queue LIMIT 1000";
+
 /* Claimed items per queue, from the claim index (normally few rows), and
  * how many of them were created in the last 60 s. */
 static const char SQL_RUNNING[] =
@@ -287,7 +292,7 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
 {
   memset(out, 0, sizeof *out);
   names ns = {0};
-  qv_rows running = {0}, done = {0}, died = {0}, r = {0};
+  qv_rows running = {0}, done = {0}, died = {0}, paused = {0}, r = {0};
   out->mono_ms = oq_monotonic_ms();
   oq_err e = qv_query(db, SQL_NOW, 0, NULL, &r);
   if (e == OQ_OK) {
@@ -301,6 +306,8 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
   if (e == OQ_OK)
     e = scan_queues(db, SQL_DEAD_QUEUE_FIRST, SQL_DEAD_QUEUE_NEXT, &ns,
                     10 * QV_MAX_QUEUES);
+  if (e == OQ_OK)
+    e = grouped(db, SQL_PAUSED, &ns, &paused);
   if (e == OQ_OK)
     e = grouped(db, SQL_RUNNING, &ns, &running);
   if (e == OQ_OK)
@@ -336,6 +343,7 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
     qs->done_60s = out->history ? grouped_count(&done, qs->queue, 1, 0) : -1;
     qs->new_done_60s =
         out->history ? grouped_count(&done, qs->queue, 2, 0) : -1;
+    qs->paused = grouped_count(&paused, qs->queue, 1, 0) != 0;
     qs->died_60s = grouped_count(&died, qs->queue, 1, 0);
     qs->new_died_60s = grouped_count(&died, qs->queue, 2, 0);
     e = queue_detail(db, qs);
@@ -361,6 +369,7 @@ out:
   qv_rows_free(&running);
   qv_rows_free(&done);
   qv_rows_free(&died);
+  qv_rows_free(&paused);
   if (e != OQ_OK)
     qv_snapshot_free(out);
   return e;

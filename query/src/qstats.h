@@ -47,6 +47,7 @@ typedef struct qv_qstat {
   long scheduled; /* capped count */
   long running;   /* capped count (from the claim index) */
   long dead;      /* capped count */
+  bool paused;    /* claims skip it (`onceq pause`, onceq/queues.h) */
   bool approx;    /* more than QV_MAX_PRIORITIES priorities: ready and
                      scheduled are lower bounds */
   double lag_s;   /* oldest ready item's age, seconds; -1: none ready */

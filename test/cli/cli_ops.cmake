@@ -12,3 +12,4 @@ oq_add_script_test(NAME it_cli_push_progress SCRIPT cli_push_progress.sh TIMEOUT
 oq_add_script_test(NAME it_cli_ops SCRIPT cli_ops.sh TIMEOUT 120 ${_n})
 oq_add_script_test(NAME it_cli_cancel_running SCRIPT cli_cancel_running.sh TIMEOUT 90 ${_n})
 oq_add_script_test(NAME it_cli_bad_input SCRIPT cli_bad_input.sh TIMEOUT 60 ${_n})
+oq_add_script_test(NAME it_cli_pause SCRIPT cli_pause.sh TIMEOUT 90 ${_n})

@@ -27,3 +27,6 @@ oq_add_test(it_lib_payload_limit LABEL integration TIMEOUT 60
 # make (issue 24: the library owns the queue's writes).
 oq_add_test(it_lib_operator_calls LABEL integration TIMEOUT 60
             SOURCES operator_calls.c)
+# Pause and resume a queue (issue 23 item 2).
+oq_add_test(it_lib_queue_pause LABEL integration TIMEOUT 60
+            SOURCES queue_pause.c INTERNAL)

@@ -1,0 +1,8 @@
+-- onceq schema v5 (v6 once the ordering keys' migration lands as v5),
+-- CockroachDB VARIANT of 0005_queue_controls.pg.sql (see it for the
+-- columns and why): per-queue controls read by every claim.
+CREATE TABLE IF NOT EXISTS onceq_queues (
+  queue      STRING PRIMARY KEY,
+  paused     BOOL NOT NULL DEFAULT false,
+  updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);

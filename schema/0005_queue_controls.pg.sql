@@ -1,0 +1,18 @@
+-- onceq schema v5 (PostgreSQL; v6 once the ordering keys' migration lands
+-- as v5): per-queue controls, set by operators (`onceq pause|resume`,
+-- oq_queue_pause/oq_queue_resume in onceq/queues.h) and read by every
+-- claim. Idempotent, like v1; it
+-- depends on no other migration after v1.
+--
+-- One row per queue that has a control; a queue without a row has none
+-- (the fast path: the claim's lookup of its row finds nothing). A row
+-- with paused = false is the same as no row.
+--  - paused: claims skip the queue (the claim statements' QUEUE_OPEN
+--    predicate, lib/src/dialect.c); enqueue, acks, fails and the reap are
+--    unaffected, so items in flight finish.
+--  - updated_at: when an operator last changed the row (database clock).
+CREATE TABLE IF NOT EXISTS onceq_queues (
+  queue      TEXT PRIMARY KEY,
+  paused     BOOLEAN NOT NULL DEFAULT false,
+  updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
