@@ -4,5 +4,6 @@
 CREATE TABLE IF NOT EXISTS onceq_queues (
   queue      STRING PRIMARY KEY,
   paused     BOOL NOT NULL DEFAULT false,
+  max_running INT4 CHECK (max_running >= 0),
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );

@@ -10,9 +10,13 @@
 --  - paused: claims skip the queue (the claim statements' QUEUE_OPEN
 --    predicate, lib/src/dialect.c); enqueue, acks, fails and the reap are
 --    unaffected, so items in flight finish.
+--  - max_running: at most this many items of the queue claimed at once
+--    across the fleet (`onceq limit Q --concurrency N`); NULL: no limit.
+--    Claimed items of a crashed worker count until its session is reaped.
 --  - updated_at: when an operator last changed the row (database clock).
 CREATE TABLE IF NOT EXISTS onceq_queues (
   queue      TEXT PRIMARY KEY,
   paused     BOOLEAN NOT NULL DEFAULT false,
+  max_running INT CHECK (max_running >= 0),
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );

@@ -109,6 +109,7 @@ int cmd_parts(const cli_globals *g, int argc, char **argv);
 int cmd_reap(const cli_globals *g, int argc, char **argv);
 int cmd_pause(const cli_globals *g, int argc, char **argv);
 int cmd_resume(const cli_globals *g, int argc, char **argv);
+int cmd_limit(const cli_globals *g, int argc, char **argv);
 int cmd_coordinator(const cli_globals *g, int argc, char **argv);
 int cmd_schedule(const cli_globals *g, int argc, char **argv);
 int cmd_wait(const cli_globals *g, int argc, char **argv);

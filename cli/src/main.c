@@ -21,6 +21,7 @@ static const cli_cmd commands[] = {
     {"parts", cmd_parts, "partition owners and load; `parts set P`"},
     {"pause", cmd_pause, "stop claims of queues fleet-wide (items finish)"},
     {"resume", cmd_resume, "let workers claim paused queues again"},
+    {"limit", cmd_limit, "a queue's fleet-wide concurrency limit"},
     {"reap", cmd_reap, "reap expired sessions once, releasing claims"},
     {"coordinator", cmd_coordinator, "the janitor daemon (leader by lease)"},
     {"schedule", cmd_schedule, "add|list|rm cron schedules"},

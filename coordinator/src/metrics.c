@@ -45,9 +45,10 @@ static const struct {
 
 typedef struct qgauge {
   char *queue;
-  long v[4];    /* ready, scheduled, running, dead */
-  double lag_s; /* 0 when none ready */
-  bool paused;  /* `onceq pause` */
+  long v[4];        /* ready, scheduled, running, dead */
+  double lag_s;     /* 0 when none ready */
+  bool paused;      /* `onceq pause` */
+  long max_running; /* `onceq limit`; -1: none */
 } qgauge;
 
 struct co_metrics {
@@ -137,6 +138,7 @@ void co_metrics_set_queues(co_metrics *m, const qv_snapshot *s)
       q[n].v[3] = s->q[i].dead;
       q[n].lag_s = s->q[i].lag_s > 0 ? s->q[i].lag_s : 0;
       q[n].paused = s->q[i].paused;
+      q[n].max_running = s->q[i].max_running;
       n++;
     }
   }
@@ -198,6 +200,17 @@ static size_t render_all(void *ud, char *buf, size_t len)
     cm_prom_printf(&o, "onceq_queue_paused{queue=\"");
     cm_prom_label_value(&o, m->q[i].queue);
     cm_prom_printf(&o, "\"} %d\n", m->q[i].paused ? 1 : 0);
+  }
+  cm_prom_help_type(&o, "onceq_queue_concurrency_limit",
+                    "Most items of the queue claimed at once, fleet-wide "
+                    "(`onceq limit`; only limited queues; leader only).",
+                    "gauge");
+  for (int i = 0; i < m->nq; i++) {
+    if (m->q[i].max_running < 0)
+      continue;
+    cm_prom_printf(&o, "onceq_queue_concurrency_limit{queue=\"");
+    cm_prom_label_value(&o, m->q[i].queue);
+    cm_prom_printf(&o, "\"} %ld\n", m->q[i].max_running);
   }
   pthread_mutex_unlock(&m->mu);
   return o.need;

@@ -309,6 +309,8 @@ static void page_queues(FILE *f, const qv_snapshot *s, const qv_view_hint *h,
     html_text(f, q->queue);
     if (q->paused) /* `onceq pause`: claims skip it */
       fputs(" <span class=\"paused\">paused</span>", f);
+    if (q->max_running >= 0) /* `onceq limit` */
+      fprintf(f, " <span class=\"limit\">limit %ld</span>", q->max_running);
     fprintf(f,
             "</td><td class=\"n ready\">%s%s</td><td class=\"n delayed\">%s"
             "</td><td class=\"n claimed\">%s</td><td class=\"n dead%s\">%s"

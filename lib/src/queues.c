@@ -4,6 +4,7 @@
  * themselves (QUEUES_OPEN / QUEUE_OPEN in dialect.c), so nothing here
  * talks to workers.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -53,4 +54,18 @@ oq_err oq_queue_paused_get(oq_db *db, const char *queue, bool *paused)
   const char *params[1] = {queue};
   return oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_QUEUE_GET), 1,
                             params, read_paused, paused, NULL);
+}
+
+oq_err oq_queue_set_limits(oq_db *db, const char *queue, int max_running)
+{
+  oq__db_clear(db);
+  oq_err e = check_name(db, queue);
+  if (e != OQ_OK)
+    return e;
+  char v[16];
+  snprintf(v, sizeof v, "%d", max_running);
+  const char *params[2] = {queue, max_running >= 0 ? v : NULL};
+  return oq__db_query_retry(db,
+                            oq__sql(oq_db_engine(db), OQ__SQL_QUEUE_SET_LIMIT),
+                            2, params, NULL, NULL, NULL);
 }

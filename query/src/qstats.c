@@ -36,10 +36,13 @@ static const char SQL_DEAD_QUEUE_FIRST[] = "SELECT min(queue) FROM onceq_dead";
 static const char SQL_DEAD_QUEUE_NEXT[] =
     "SELECT min(queue) FROM onceq_dead WHERE queue > $1";
 
-/* Paused queues (onceq_queues, onceq/queues.h): few rows, read whole. A
- * paused queue is listed even with no items. */
+/* Queues with controls (onceq_queues, onceq/queues.h): few rows, read
+ * whole: paused (1/0), the concurrency limit (-1: none). Such a queue is
+ * listed even with no items. */
 static const char SQL_PAUSED[] =
-    "SELECT queue, 1 FROM onceq_queues WHERE paused ORDER BY queue LIMIT 1000";
+    "SELECT queue, CASE WHEN paused THEN 1 ELSE 0 END, coalesce(max_running,"
+    " -1) FROM onceq_queues WHERE paused OR max_running IS NOT NULL"
+    " ORDER BY queue LIMIT 1000";
 
 /* Claimed items per queue, from the claim index (normally few rows), and
  * how many of them were created in the last 60 s. */
@@ -344,6 +347,7 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
     qs->new_done_60s =
         out->history ? grouped_count(&done, qs->queue, 2, 0) : -1;
     qs->paused = grouped_count(&paused, qs->queue, 1, 0) != 0;
+    qs->max_running = grouped_count(&paused, qs->queue, 2, -1);
     qs->died_60s = grouped_count(&died, qs->queue, 1, 0);
     qs->new_died_60s = grouped_count(&died, qs->queue, 2, 0);
     e = queue_detail(db, qs);

@@ -30,3 +30,6 @@ oq_add_test(it_lib_operator_calls LABEL integration TIMEOUT 60
 # Pause and resume a queue (issue 23 item 2).
 oq_add_test(it_lib_queue_pause LABEL integration TIMEOUT 60
             SOURCES queue_pause.c INTERNAL)
+# A queue's fleet-wide concurrency limit (issue 23 item 3).
+oq_add_test(it_lib_queue_limit LABEL integration TIMEOUT 90
+            SOURCES queue_limit.c INTERNAL)

@@ -1,7 +1,7 @@
 /*
  * queues.h: per-queue controls, stored in the database (onceq_queues) so
  * every worker of the fleet obeys them: pause and resume (`onceq pause`,
- * `onceq resume`).
+ * `onceq resume`) and a concurrency limit (`onceq limit`).
  *
  * Terms:
  *  - paused: claims skip the queue. The claim statement reads the control
@@ -39,6 +39,18 @@ OQ_MUST_CHECK oq_err oq_queue_pause(oq_db *db, const char *queue);
 OQ_MUST_CHECK oq_err oq_queue_resume(oq_db *db, const char *queue);
 /* *paused: whether queue is paused now (false for a queue with no
  * controls). One read, retried like a claim. */
+/*
+ * Set queue's fleet-wide concurrency limit: at most max_running of its
+ * items claimed at once across every worker and process (a crashed
+ * worker's items count until its session is reaped); max_running < 0
+ * removes the limit. A lower limit than what runs now claims nothing until
+ * enough items finish; none are taken away. Takes effect at once for new
+ * claims (a limited queue is claimed in a transaction that locks its
+ * control row); workers notice a queue newly limited within 500 ms. Same
+ * rights and blocking as oq_queue_pause.
+ */
+OQ_MUST_CHECK oq_err oq_queue_set_limits(oq_db *db, const char *queue,
+                                         int max_running);
 OQ_MUST_CHECK oq_err oq_queue_paused_get(oq_db *db, const char *queue,
                                          bool *paused);
 
