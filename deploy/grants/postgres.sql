@@ -57,10 +57,12 @@ GRANT SELECT, INSERT, UPDATE ON onceq_done TO onceq_worker;
 GRANT SELECT, INSERT, UPDATE ON onceq_results TO onceq_worker;
 GRANT SELECT, INSERT, DELETE ON onceq_session_parts TO onceq_worker;
 GRANT SELECT ON onceq_settings, onceq_migrations TO onceq_worker;
--- onceq_queues: every claim reads its queues' controls (pause, limit); a
--- limited queue's claim locks its row with a no-op UPDATE of max_running
--- (docs/design.md). Only operators (the coordinator role) change them.
-GRANT SELECT, UPDATE (max_running) ON onceq_queues TO onceq_worker;
+-- onceq_queues: every claim reads its queues' controls (pause, limits); a
+-- limited queue's claim locks its row with an UPDATE that refills its rate
+-- limit's token bucket (rate_tokens, rate_at) and then takes tokens
+-- (docs/design.md). Only operators (the coordinator role) change the
+-- controls themselves (paused, max_running, rate_limit, rate_interval).
+GRANT SELECT, UPDATE (rate_tokens, rate_at) ON onceq_queues TO onceq_worker;
 
 -- coordinator (and operator commands)
 GRANT SELECT, INSERT, UPDATE, DELETE ON onceq_items, onceq_dead, onceq_done,

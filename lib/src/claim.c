@@ -247,6 +247,25 @@ static bool limited_has(const claim_memory *m, const char *queue)
   return false;
 }
 
+/* The lock statement's row: the concurrency limit, the whole tokens of
+ * the rate limit (-1: none of either). */
+typedef struct limits_row {
+  long max;
+  long tokens;
+  bool found;
+} limits_row;
+
+static oq_err read_limits(void *ud, int ncols, const char *const *v)
+{
+  limits_row *r = ud;
+  if (ncols < 2)
+    return OQ_ERR_SQL;
+  r->max = v[0] ? strtol(v[0], NULL, 10) : -1;
+  r->tokens = v[1] ? strtol(v[1], NULL, 10) : -1;
+  r->found = true;
+  return OQ_OK;
+}
+
 static oq_err read_long(void *ud, int ncols, const char *const *v)
 {
   long *out = ud;
@@ -279,18 +298,25 @@ static oq_err limited_body(oq_db *db, void *ud)
   acc->taken_bytes = t->taken0;
   oq_engine eng = oq_db_engine(db);
   const char *q1[1] = {t->queue};
-  long max = -1, running = 0;
+  limits_row lim_row = {-1, -1, false};
+  long running = 0;
   oq_err e = oq_db_query(db, oq__sql(eng, OQ__SQL_QUEUE_LIMIT_LOCK), 1, q1,
-                         read_long, &max);
-  if (e != OQ_OK || max < 0)
+                         read_limits, &lim_row);
+  if (e != OQ_OK || !lim_row.found)
     return e; /* no limit any more (or paused): the next claim sees it */
-  e = oq_db_query(db, oq__sql(eng, OQ__SQL_QUEUE_RUNNING), 1, q1, read_long,
-                  &running);
-  if (e != OQ_OK || running >= max)
-    return e;
   size_t room = acc->cap - acc->n;
-  if ((size_t)(max - running) < room)
-    room = (size_t)(max - running);
+  if (lim_row.max >= 0) {
+    e = oq_db_query(db, oq__sql(eng, OQ__SQL_QUEUE_RUNNING), 1, q1, read_long,
+                    &running);
+    if (e != OQ_OK || running >= lim_row.max)
+      return e;
+    if ((size_t)(lim_row.max - running) < room)
+      room = (size_t)(lim_row.max - running);
+  }
+  if (lim_row.tokens >= 0 && (size_t)lim_row.tokens < room)
+    room = (size_t)lim_row.tokens; /* the token bucket's whole tokens */
+  if (room == 0)
+    return OQ_OK; /* the refill is committed; nothing to claim yet */
   char *qarr = oq__text_array(q1, 1);
   if (!qarr)
     return OQ_ERR_NOMEM;
@@ -301,6 +327,12 @@ static oq_err limited_body(oq_db *db, void *ud)
   e = oq_db_query(db, oq__sql(eng, OQ__SQL_CLAIM_LIMITED),
                   eng == OQ_ENGINE_COCKROACH ? 3 : 4, params, add_row, acc);
   free(qarr);
+  if (e == OQ_OK && lim_row.tokens >= 0 && acc->n > t->n0) {
+    char took[24];
+    snprintf(took, sizeof took, "%zu", acc->n - t->n0);
+    const char *p2[2] = {t->queue, took};
+    e = oq_db_exec(db, oq__sql(eng, OQ__SQL_QUEUE_RATE_TAKE), 2, p2, NULL);
+  }
   return e;
 }
 

@@ -63,11 +63,13 @@
 #define QUEUES_OPEN                                                            \
   "(SELECT name FROM unnest($2::text[]) AS n(name) WHERE NOT EXISTS"           \
   " (SELECT 1 FROM onceq_queues ctl WHERE ctl.queue = n.name"                  \
-  " AND (ctl.paused OR ctl.max_running IS NOT NULL))) AS q"
+  " AND (ctl.paused OR ctl.max_running IS NOT NULL"                            \
+  " OR ctl.rate_limit IS NOT NULL))) AS q"
 #define QUEUE_OPEN                                                             \
   " AND NOT EXISTS (SELECT 1 FROM onceq_queues ctl"                            \
   " WHERE ctl.queue = onceq_items.queue"                                       \
-  " AND (ctl.paused OR ctl.max_running IS NOT NULL))"
+  " AND (ctl.paused OR ctl.max_running IS NOT NULL"                            \
+  " OR ctl.rate_limit IS NOT NULL))"
 #define QUEUES_ALL "unnest($2::text[]) AS q(name)"
 
 #define CLAIM_PG(queues, ready_in_queue, budget)                               \
@@ -510,18 +512,38 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " $2::int4) ON CONFLICT (queue) DO UPDATE SET max_running ="
         " excluded.max_running, updated_at = now()",
     /* the limited queues a claim must take in their own transaction */
-    [OQ__SQL_QUEUE_LIMITED] = "SELECT queue FROM onceq_queues"
-                              " WHERE max_running IS NOT NULL AND NOT paused"
-                              " ORDER BY queue LIMIT 1000",
+    [OQ__SQL_QUEUE_LIMITED] =
+        "SELECT queue FROM onceq_queues"
+        " WHERE (max_running IS NOT NULL OR rate_limit IS NOT NULL)"
+        " AND NOT paused"
+        " ORDER BY queue LIMIT 1000",
     /* Lock a limited queue's control row for the claim transaction: an
      * UPDATE, so that under REPEATABLE READ/SERIALIZABLE a second claimer
      * fails with 40001 and runs again instead of counting from an older
      * snapshot; under READ COMMITTED the next statement's snapshot sees
      * the first claimer's committed claims. */
     [OQ__SQL_QUEUE_LIMIT_LOCK] =
-        "UPDATE onceq_queues SET max_running = max_running"
-        " WHERE queue = $1::text AND max_running IS NOT NULL AND NOT paused"
-        " RETURNING max_running",
+        "UPDATE onceq_queues SET rate_tokens = CASE WHEN rate_limit IS NULL"
+        " THEN NULL ELSE least(rate_limit::float8, coalesce(rate_tokens,"
+        " rate_limit::float8) + rate_limit * greatest(0::float8,"
+        " extract(epoch FROM now() - coalesce(rate_at, now()))::float8)"
+        " / extract(epoch FROM rate_interval)::float8) END,"
+        " rate_at = CASE WHEN rate_limit IS NULL THEN NULL ELSE"
+        " greatest(now(), coalesce(rate_at, now())) END"
+        " WHERE queue = $1::text AND NOT paused"
+        " AND (max_running IS NOT NULL OR rate_limit IS NOT NULL)"
+        " RETURNING coalesce(max_running, -1),"
+        " coalesce(floor(rate_tokens)::int8, -1)",
+    /* the rate limit's tokens taken by the claim just made ($2) */
+    [OQ__SQL_QUEUE_RATE_TAKE] =
+        "UPDATE onceq_queues SET rate_tokens = rate_tokens - $2::int8"
+        " WHERE queue = $1::text AND rate_limit IS NOT NULL",
+    [OQ__SQL_QUEUE_SET_RATE] =
+        "INSERT INTO onceq_queues (queue, rate_limit, rate_interval)"
+        " VALUES ($1::text, $2::int4, $3::int8 * interval '1 millisecond')"
+        " ON CONFLICT (queue) DO UPDATE SET rate_limit = excluded.rate_limit,"
+        " rate_interval = excluded.rate_interval, rate_tokens = NULL,"
+        " rate_at = NULL, updated_at = now()",
     /* claimed items of the queue, of live and not yet reaped sessions */
     [OQ__SQL_QUEUE_RUNNING] = "SELECT count(*) FROM onceq_items"
                               " WHERE claim IS NOT NULL AND queue = $1::text",

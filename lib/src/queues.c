@@ -69,3 +69,23 @@ oq_err oq_queue_set_limits(oq_db *db, const char *queue, int max_running)
                             oq__sql(oq_db_engine(db), OQ__SQL_QUEUE_SET_LIMIT),
                             2, params, NULL, NULL, NULL);
 }
+
+oq_err oq_queue_set_rate(oq_db *db, const char *queue, int starts,
+                         int64_t interval_ms)
+{
+  oq__db_clear(db);
+  oq_err e = check_name(db, queue);
+  if (e != OQ_OK)
+    return e;
+  if (starts > 0 && interval_ms <= 0)
+    return oq__db_fail(db, OQ_ERR_INVALID, NULL,
+                       "a rate limit needs an interval > 0");
+  char n[16], ms[24];
+  snprintf(n, sizeof n, "%d", starts);
+  snprintf(ms, sizeof ms, "%lld", (long long)interval_ms);
+  const char *params[3] = {queue, starts > 0 ? n : NULL,
+                           starts > 0 ? ms : NULL};
+  return oq__db_query_retry(db,
+                            oq__sql(oq_db_engine(db), OQ__SQL_QUEUE_SET_RATE),
+                            3, params, NULL, NULL, NULL);
+}

@@ -41,7 +41,9 @@ static const char SQL_DEAD_QUEUE_NEXT[] =
  * listed even with no items. */
 static const char SQL_PAUSED[] =
     "SELECT queue, CASE WHEN paused THEN 1 ELSE 0 END, coalesce(max_running,"
-    " -1) FROM onceq_queues WHERE paused OR max_running IS NOT NULL"
+    " -1), coalesce(rate_limit, -1), coalesce((extract(epoch FROM"
+    " rate_interval) * 1000)::int8, -1) FROM onceq_queues"
+    " WHERE paused OR max_running IS NOT NULL OR rate_limit IS NOT NULL"
     " ORDER BY queue LIMIT 1000";
 
 /* Claimed items per queue, from the claim index (normally few rows), and
@@ -348,6 +350,8 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
         out->history ? grouped_count(&done, qs->queue, 2, 0) : -1;
     qs->paused = grouped_count(&paused, qs->queue, 1, 0) != 0;
     qs->max_running = grouped_count(&paused, qs->queue, 2, -1);
+    qs->rate_limit = grouped_count(&paused, qs->queue, 3, -1);
+    qs->rate_interval_ms = grouped_count(&paused, qs->queue, 4, -1);
     qs->died_60s = grouped_count(&died, qs->queue, 1, 0);
     qs->new_died_60s = grouped_count(&died, qs->queue, 2, 0);
     e = queue_detail(db, qs);

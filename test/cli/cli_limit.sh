@@ -65,4 +65,33 @@ oq_check "stats --json concurrency_limit" \
   "[$limit]"
 oq_run_cli "$t/n.out" "$t/n.err" --json limit lq --concurrency none
 oq_check "limit none --json" "$(oq_jget "$t/n.out" 'd["concurrency"]')" "None"
+
+# ---------------------------------------------------------------- rate
+oq_run_cli "$t/u.out" "$t/u.err" limit rq --rate 5
+oq_check "--rate without an interval: usage error" "$OQ_RC" 2
+oq_run_cli "$t/u.out" "$t/u.err" limit rq --rate 0/1s
+oq_check "--rate 0/1s: usage error" "$OQ_RC" 2
+oq_run_cli "$t/r.out" "$t/r.err" limit rq --rate 5/500ms
+oq_check "limit --rate exit" "$OQ_RC" 0
+oq_check "limit --rate says so" "$(cat "$t/r.out")" \
+  "queue rq: at most 5 starts per 500ms"
+for i in $(seq 1 20); do echo "{\"r\": $i}"; done |
+  "$ONCEQ_CLI" push --queue rq >/dev/null || oq_fail "push failed"
+t0=$(oq_now_ms)
+oq_worker_start r1 --queue rq --concurrency 8 --poll-interval 100ms \
+  --sql 'INSERT INTO ledger (item_id) VALUES ($2)'
+oq_worker_start r2 --queue rq --concurrency 8 --poll-interval 100ms \
+  --sql 'INSERT INTO ledger (item_id) VALUES ($2)'
+oq_wait_until 30 "the rate-limited queue drains" oq_sql_is \
+  "SELECT count(*) FROM onceq_items WHERE queue = 'rq'" 0
+took=$(($(oq_now_ms) - t0))
+# a full bucket of 5 at once, then 5 per 500 ms: 15 more need >= 1500 ms
+oq_log "20 items at 5/500ms took $took ms"
+oq_check_le "the rate limit held (>= 1500 ms for 20 items)" 1500 "$took"
+oq_run_cli "$t/sj.out" "$t/sj.err" --json stats
+oq_check "stats --json rate_limit" \
+  "$(oq_jget "$t/sj.out" '[(q["rate_limit"], q["rate_interval_ms"]) for q in d["queues"] if q["queue"] == "rq"]')" \
+  "[(5, 500)]"
+oq_run_cli "$t/rn.out" "$t/rn.err" --json limit rq --rate none
+oq_check "limit --rate none --json" "$(oq_jget "$t/rn.out" 'd["rate"]')" "None"
 oq_log "ok"

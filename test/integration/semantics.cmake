@@ -33,3 +33,6 @@ oq_add_test(it_lib_queue_pause LABEL integration TIMEOUT 60
 # A queue's fleet-wide concurrency limit (issue 23 item 3).
 oq_add_test(it_lib_queue_limit LABEL integration TIMEOUT 90
             SOURCES queue_limit.c INTERNAL)
+# A queue's fleet-wide rate limit (issue 23 item 4).
+oq_add_test(it_lib_queue_rate LABEL integration TIMEOUT 90
+            SOURCES queue_rate.c INTERNAL)

@@ -168,13 +168,15 @@ static void check_claim_pair(const char *pg, const char *crdb)
   static const char open_crdb[] =
       " AND NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
       " WHERE ctl.queue = onceq_items.queue"
-      " AND (ctl.paused OR ctl.max_running IS NOT NULL))";
+      " AND (ctl.paused OR ctl.max_running IS NOT NULL"
+      " OR ctl.rate_limit IS NOT NULL))";
   if (strstr(crdb, open_crdb)) {
     ASSERT_CONTAINS(
         pg, " FROM (SELECT name FROM unnest($2::text[]) AS n(name)"
             " WHERE NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
             " WHERE ctl.queue = n.name AND (ctl.paused OR"
-            " ctl.max_running IS NOT NULL))) AS q CROSS JOIN LATERAL (");
+            " ctl.max_running IS NOT NULL OR ctl.rate_limit IS NOT NULL)))"
+            " AS q CROSS JOIN LATERAL (");
     between(crdb, " WHERE ", open_crdb, a, sizeof a);
   } else {
     ASSERT_NOT_CONTAINS(pg, "onceq_queues");
@@ -252,7 +254,8 @@ static void test_branches(void)
                         " AND run_at <= now() AND attempts < max_attempts"
                         " AND NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
                         " WHERE ctl.queue = onceq_items.queue"
-                        " AND (ctl.paused OR ctl.max_running IS NOT NULL))"
+                        " AND (ctl.paused OR ctl.max_running IS NOT NULL"
+                        " OR ctl.rate_limit IS NOT NULL))"
                         " ORDER BY priority DESC, run_at LIMIT $3::int"
                         " RETURNING ");
 }

@@ -1,7 +1,7 @@
 /*
  * queues.h: per-queue controls, stored in the database (onceq_queues) so
  * every worker of the fleet obeys them: pause and resume (`onceq pause`,
- * `onceq resume`) and a concurrency limit (`onceq limit`).
+ * `onceq resume`), a concurrency limit and a rate limit (`onceq limit`).
  *
  * Terms:
  *  - paused: claims skip the queue. The claim statement reads the control
@@ -19,6 +19,7 @@
 #define ONCEQ_QUEUES_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include "onceq/db.h"
 
 #ifdef __cplusplus
@@ -51,6 +52,17 @@ OQ_MUST_CHECK oq_err oq_queue_resume(oq_db *db, const char *queue);
  */
 OQ_MUST_CHECK oq_err oq_queue_set_limits(oq_db *db, const char *queue,
                                          int max_running);
+/*
+ * Set queue's fleet-wide rate limit: at most starts claims per interval_ms
+ * across the fleet, as a token bucket of `starts` tokens refilled at
+ * `starts` per interval_ms (so a burst of up to `starts` after a quiet
+ * spell; in the long run starts per interval; any one interval sees at most
+ * 2 x starts). starts <= 0 removes it. Stored with the queue's other
+ * controls and applied by the claim (like oq_queue_set_limits); setting it
+ * refills the bucket. Same rights and blocking as oq_queue_pause.
+ */
+OQ_MUST_CHECK oq_err oq_queue_set_rate(oq_db *db, const char *queue, int starts,
+                                       int64_t interval_ms);
 OQ_MUST_CHECK oq_err oq_queue_paused_get(oq_db *db, const char *queue,
                                          bool *paused);
 
