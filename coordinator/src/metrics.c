@@ -45,8 +45,11 @@ static const struct {
 
 typedef struct qgauge {
   char *queue;
-  long v[4];    /* ready, scheduled, running, dead */
-  double lag_s; /* 0 when none ready */
+  long v[4];         /* ready, scheduled, running, dead */
+  double lag_s;      /* 0 when none ready */
+  bool paused;       /* `onceq pause` */
+  long max_running;  /* `onceq limit`; -1: none */
+  double rate_per_s; /* `onceq limit --rate`; -1: none */
 } qgauge;
 
 struct co_metrics {
@@ -135,6 +138,12 @@ void co_metrics_set_queues(co_metrics *m, const qv_snapshot *s)
       q[n].v[2] = s->q[i].running;
       q[n].v[3] = s->q[i].dead;
       q[n].lag_s = s->q[i].lag_s > 0 ? s->q[i].lag_s : 0;
+      q[n].paused = s->q[i].paused;
+      q[n].max_running = s->q[i].max_running;
+      q[n].rate_per_s = s->q[i].rate_limit > 0 && s->q[i].rate_interval_ms > 0
+                            ? (double)s->q[i].rate_limit * 1000.0 /
+                                  (double)s->q[i].rate_interval_ms
+                            : -1;
       n++;
     }
   }
@@ -187,6 +196,38 @@ static size_t render_all(void *ud, char *buf, size_t len)
     cm_prom_printf(&o, "onceq_queue_lag_seconds{queue=\"");
     cm_prom_label_value(&o, m->q[i].queue);
     cm_prom_printf(&o, "\"} %.3f\n", m->q[i].lag_s);
+  }
+  cm_prom_help_type(&o, "onceq_queue_paused",
+                    "1 while claims skip the queue (`onceq pause`), else 0 "
+                    "(leader only).",
+                    "gauge");
+  for (int i = 0; i < m->nq; i++) {
+    cm_prom_printf(&o, "onceq_queue_paused{queue=\"");
+    cm_prom_label_value(&o, m->q[i].queue);
+    cm_prom_printf(&o, "\"} %d\n", m->q[i].paused ? 1 : 0);
+  }
+  cm_prom_help_type(&o, "onceq_queue_concurrency_limit",
+                    "Most items of the queue claimed at once, fleet-wide "
+                    "(`onceq limit`; only limited queues; leader only).",
+                    "gauge");
+  for (int i = 0; i < m->nq; i++) {
+    if (m->q[i].max_running < 0)
+      continue;
+    cm_prom_printf(&o, "onceq_queue_concurrency_limit{queue=\"");
+    cm_prom_label_value(&o, m->q[i].queue);
+    cm_prom_printf(&o, "\"} %ld\n", m->q[i].max_running);
+  }
+  cm_prom_help_type(&o, "onceq_queue_rate_limit_per_second",
+                    "Most starts per second of the queue in the long run, "
+                    "fleet-wide (`onceq limit --rate`; only rate-limited "
+                    "queues; leader only).",
+                    "gauge");
+  for (int i = 0; i < m->nq; i++) {
+    if (m->q[i].rate_per_s < 0)
+      continue;
+    cm_prom_printf(&o, "onceq_queue_rate_limit_per_second{queue=\"");
+    cm_prom_label_value(&o, m->q[i].queue);
+    cm_prom_printf(&o, "\"} %.6g\n", m->q[i].rate_per_s);
   }
   pthread_mutex_unlock(&m->mu);
   return o.need;

@@ -303,8 +303,20 @@ static void page_queues(FILE *f, const qv_snapshot *s, const qv_view_hint *h,
     qv_fmt_rate(done, sizeof done, h[i].done_per_min);
     fputs("<tr data-queue=\"", f);
     html_text(f, q->queue);
-    fputs("\"><td class=\"q\">", f);
+    fputs(q->paused ? "\" data-paused=\"1\"><td class=\"q\">"
+                    : "\"><td class=\"q\">",
+          f);
     html_text(f, q->queue);
+    if (q->paused) /* `onceq pause`: claims skip it */
+      fputs(" <span class=\"paused\">paused</span>", f);
+    if (q->max_running >= 0) /* `onceq limit` */
+      fprintf(f, " <span class=\"limit\">limit %ld</span>", q->max_running);
+    if (q->rate_limit > 0) { /* `onceq limit --rate` */
+      char per[16];
+      cm_fmt_dur(per, sizeof per, (double)q->rate_interval_ms / 1000.0);
+      fprintf(f, " <span class=\"rate\">rate %ld/%s</span>", q->rate_limit,
+              per);
+    }
     fprintf(f,
             "</td><td class=\"n ready\">%s%s</td><td class=\"n delayed\">%s"
             "</td><td class=\"n claimed\">%s</td><td class=\"n dead%s\">%s"

@@ -22,7 +22,7 @@ CREATE ROLE IF NOT EXISTS onceq_coordinator;
 -- producer
 GRANT SELECT ON onceq_items, onceq_dead, onceq_done, onceq_results,
   onceq_sessions, onceq_session_parts, onceq_settings, onceq_schedules,
-  onceq_leases, onceq_migrations TO onceq_producer;
+  onceq_leases, onceq_migrations, onceq_queues TO onceq_producer;
 GRANT INSERT ON onceq_items TO onceq_producer;
 GRANT UPDATE ON onceq_items TO onceq_producer;
 -- enqueue_seq's default (schema v5) calls nextval: producers and the
@@ -41,9 +41,16 @@ GRANT SELECT, INSERT, UPDATE ON onceq_done TO onceq_worker;
 GRANT SELECT, INSERT, UPDATE ON onceq_results TO onceq_worker;
 GRANT SELECT, INSERT, DELETE ON onceq_session_parts TO onceq_worker;
 GRANT SELECT ON onceq_settings, onceq_migrations TO onceq_worker;
+-- onceq_queues: every claim reads its queues' controls (pause, limits); a
+-- limited queue's claim locks its row with an UPDATE that refills its rate
+-- limit's token bucket (rate_tokens, rate_at) and then takes tokens
+-- (docs/design.md). Only operators (the coordinator role) change the
+-- controls themselves (paused, max_running, rate_limit, rate_interval).
+-- (CockroachDB has no column-level privileges: UPDATE on the table.)
+GRANT SELECT, UPDATE ON onceq_queues TO onceq_worker;
 
 -- coordinator (and operator commands)
 GRANT SELECT, INSERT, UPDATE, DELETE ON onceq_items, onceq_dead, onceq_done,
   onceq_results, onceq_sessions, onceq_session_parts, onceq_settings,
-  onceq_schedules, onceq_leases TO onceq_coordinator;
+  onceq_schedules, onceq_leases, onceq_queues TO onceq_coordinator;
 GRANT SELECT ON onceq_migrations TO onceq_coordinator;

@@ -126,6 +126,14 @@ static oq_err claim_stmt(oq_db *db, const oq_session *s, const char *qarr,
 typedef struct claim_memory {
   unsigned turn;  /* per-queue claims: which queue goes first */
   bool per_queue; /* test hook: claim queue by queue on PG too */
+  /* the queues with a concurrency limit (OQ__SQL_QUEUE_LIMITED), read at
+   * most every LIMITED_REFRESH_MS */
+  char limited[4096]; /* their names, each ending in NUL; kept here (the
+                         slot is freed with free()) */
+  size_t limited_len;
+  bool limited_overflow; /* more than fit: treat every queue as limited */
+  uint64_t limited_at_ms;
+  bool limited_read;
 } claim_memory;
 
 /* NULL when out of memory: the first queue goes first, nothing forced. */
@@ -176,6 +184,174 @@ static oq_err claim_each_queue(oq_db *db, const oq_session *s,
     }
     e = claim_stmt(db, s, qarr, acc);
     free(qarr);
+  }
+  return e;
+}
+
+/*
+ * Queues with a concurrency limit (onceq/queues.h). The fast claim skips
+ * them in the database (QUEUES_OPEN), so a new limit holds at once; which
+ * ones to claim here is read at most every LIMITED_REFRESH_MS per
+ * connection, so a queue newly limited is claimed again within that time,
+ * and a queue without controls pays one small read per interval, not per
+ * claim.
+ */
+#define LIMITED_REFRESH_MS 500
+
+static void limited_free(claim_memory *m)
+{
+  m->limited_len = 0;
+  m->limited_overflow = false;
+}
+
+static oq_err add_limited(void *ud, int ncols, const char *const *v)
+{
+  claim_memory *m = ud;
+  if (ncols < 1 || !v[0])
+    return OQ_OK;
+  size_t len = strlen(v[0]) + 1;
+  if (len > sizeof m->limited - m->limited_len) {
+    m->limited_overflow = true;
+    return OQ_OK;
+  }
+  memcpy(m->limited + m->limited_len, v[0], len);
+  m->limited_len += len;
+  return OQ_OK;
+}
+
+static oq_err limited_refresh(oq_db *db, claim_memory *m)
+{
+  uint64_t now = oq_monotonic_ms();
+  if (m->limited_read && now - m->limited_at_ms < LIMITED_REFRESH_MS)
+    return OQ_OK;
+  limited_free(m);
+  oq_err e =
+      oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_QUEUE_LIMITED),
+                         0, NULL, add_limited, m, NULL);
+  if (e != OQ_OK) {
+    limited_free(m);
+    return e;
+  }
+  m->limited_read = true;
+  m->limited_at_ms = now;
+  return OQ_OK;
+}
+
+static bool limited_has(const claim_memory *m, const char *queue)
+{
+  if (m->limited_overflow)
+    return true; /* the lock statement finds out */
+  for (size_t i = 0; i < m->limited_len; i += strlen(m->limited + i) + 1)
+    if (strcmp(m->limited + i, queue) == 0)
+      return true;
+  return false;
+}
+
+/* The lock statement's row: the concurrency limit, the whole tokens of
+ * the rate limit (-1: none of either). */
+typedef struct limits_row {
+  long max;
+  long tokens;
+  bool found;
+} limits_row;
+
+static oq_err read_limits(void *ud, int ncols, const char *const *v)
+{
+  limits_row *r = ud;
+  if (ncols < 2)
+    return OQ_ERR_SQL;
+  r->max = v[0] ? strtol(v[0], NULL, 10) : -1;
+  r->tokens = v[1] ? strtol(v[1], NULL, 10) : -1;
+  r->found = true;
+  return OQ_OK;
+}
+
+static oq_err read_long(void *ud, int ncols, const char *const *v)
+{
+  long *out = ud;
+  if (ncols > 0 && v[0])
+    *out = strtol(v[0], NULL, 10);
+  return OQ_OK;
+}
+
+typedef struct limited_tx {
+  const oq_session *s;
+  const char *queue;
+  claim_acc *acc;
+  size_t n0;      /* acc->n before the transaction */
+  int64_t taken0; /* acc->taken_bytes before it */
+} limited_tx;
+
+/* One limited queue's claim, as one transaction (oq_db_transact runs it
+ * again on a restart): lock its control row, count its claimed items
+ * (every session's, reaped or not yet), claim at most the rest. */
+static oq_err limited_body(oq_db *db, void *ud)
+{
+  limited_tx *t = ud;
+  claim_acc *acc = t->acc;
+  for (size_t i = t->n0; i < acc->n; i++) { /* an earlier, rolled-back run */
+    free(acc->items[i].queue);
+    free(acc->items[i].payload);
+    memset(&acc->items[i], 0, sizeof acc->items[i]);
+  }
+  acc->n = t->n0;
+  acc->taken_bytes = t->taken0;
+  oq_engine eng = oq_db_engine(db);
+  const char *q1[1] = {t->queue};
+  limits_row lim_row = {-1, -1, false};
+  long running = 0;
+  oq_err e = oq_db_query(db, oq__sql(eng, OQ__SQL_QUEUE_LIMIT_LOCK), 1, q1,
+                         read_limits, &lim_row);
+  if (e != OQ_OK || !lim_row.found)
+    return e; /* no limit any more (or paused): the next claim sees it */
+  size_t room = acc->cap - acc->n;
+  if (lim_row.max >= 0) {
+    e = oq_db_query(db, oq__sql(eng, OQ__SQL_QUEUE_RUNNING), 1, q1, read_long,
+                    &running);
+    if (e != OQ_OK || running >= lim_row.max)
+      return e;
+    if ((size_t)(lim_row.max - running) < room)
+      room = (size_t)(lim_row.max - running);
+  }
+  if (lim_row.tokens >= 0 && (size_t)lim_row.tokens < room)
+    room = (size_t)lim_row.tokens; /* the token bucket's whole tokens */
+  if (room == 0)
+    return OQ_OK; /* the refill is committed; nothing to claim yet */
+  char *qarr = oq__text_array(q1, 1);
+  if (!qarr)
+    return OQ_ERR_NOMEM;
+  char lim[24], budget[24];
+  snprintf(lim, sizeof lim, "%zu", room);
+  budget_param(acc, budget, sizeof budget);
+  const char *params[4] = {oq_session_id(t->s), qarr, lim, budget};
+  e = oq_db_query(db, oq__sql(eng, OQ__SQL_CLAIM_LIMITED),
+                  eng == OQ_ENGINE_COCKROACH ? 3 : 4, params, add_row, acc);
+  free(qarr);
+  if (e == OQ_OK && lim_row.tokens >= 0 && acc->n > t->n0) {
+    char took[24];
+    snprintf(took, sizeof took, "%zu", acc->n - t->n0);
+    const char *p2[2] = {t->queue, took};
+    e = oq_db_exec(db, oq__sql(eng, OQ__SQL_QUEUE_RATE_TAKE), 2, p2, NULL);
+  }
+  return e;
+}
+
+/* Claim from the limited queues among queues, appending to acc. */
+static oq_err claim_limited(oq_db *db, const oq_session *s,
+                            const char *const *queues, size_t nqueues,
+                            claim_acc *acc)
+{
+  claim_memory *m = memory(db);
+  if (!m || !acc_room(acc))
+    return OQ_OK;
+  oq_err e = limited_refresh(db, m);
+  for (size_t i = 0; i < nqueues && e == OQ_OK && acc_room(acc); i++) {
+    if (!limited_has(m, queues[i]))
+      continue;
+    limited_tx t = {s, queues[i], acc, acc->n, acc->taken_bytes};
+    e = session_gone(db, s, oq_db_transact(db, limited_body, &t));
+    if (e == OQ_ERR_NOMEM)
+      acc->nomem = true;
   }
   return e;
 }
@@ -247,6 +423,8 @@ oq_err oq_claim_bytes(oq_db *db, const oq_session *s, const char *const *queues,
       acc.nomem = true;
     free(qarr);
   }
+  if (e == OQ_OK && !acc.nomem)
+    e = claim_limited(db, s, queues, nqueues, &acc);
   return claim_finish(db, s, &acc, e, items, n);
 }
 
@@ -318,6 +496,9 @@ oq_err oq_parts_claim_bytes(oq_db *db, const oq_session *s, oq_parts *p,
        i < norphan && i < MAX_ORPHAN_RUNS && acc_room(&acc) && e == OQ_OK; i++)
     e = claim_range(db, s, qarr, &orphans[i], orphan_ms, &acc);
   free(qarr);
+  /* a limited queue is claimed in any part: its limit is fleet-wide */
+  if (e == OQ_OK && !acc.nomem)
+    e = claim_limited(db, s, queues, nqueues, &acc);
   return claim_finish(db, s, &acc, e, items, n);
 }
 

@@ -72,11 +72,34 @@
  * octet_length(payload::text), the text the RETURNING sends and the worker
  * holds; computed on the rows the LIMIT keeps, not on the table.
  */
-#define CLAIM_PG(ready_in_queue, budget)                                       \
+/*
+ * Queue controls (onceq_queues, schema v6; onceq/queues.h): the claims skip
+ * a paused queue and a queue with a concurrency limit (max_running); claim.c
+ * claims a limited queue in a transaction of its own (CLAIM_LIMITED below).
+ * Controls only decide where a claim looks: the ack's claim check is
+ * unchanged, so an item claimed before a pause finishes and is acknowledged
+ * as usual. One primary-key probe per queue per claim; a queue without a
+ * row (the common case) finds none and is claimed as before. PostgreSQL
+ * filters the queue list before the per-queue scans (QUEUES_OPEN);
+ * CockroachDB, whose claim is one UPDATE per queue, adds QUEUE_OPEN to its
+ * WHERE clause.
+ */
+#define QUEUES_OPEN                                                            \
+  "(SELECT name FROM unnest($2::text[]) AS n(name) WHERE NOT EXISTS"           \
+  " (SELECT 1 FROM onceq_queues ctl WHERE ctl.queue = n.name"                  \
+  " AND (ctl.paused OR ctl.max_running IS NOT NULL"                            \
+  " OR ctl.rate_limit IS NOT NULL))) AS q"
+#define QUEUE_OPEN                                                             \
+  " AND NOT EXISTS (SELECT 1 FROM onceq_queues ctl"                            \
+  " WHERE ctl.queue = onceq_items.queue"                                       \
+  " AND (ctl.paused OR ctl.max_running IS NOT NULL"                            \
+  " OR ctl.rate_limit IS NOT NULL))"
+#define QUEUES_ALL "unnest($2::text[]) AS q(name)"
+
+#define CLAIM_PG(queues, ready_in_queue, budget)                               \
   "WITH c AS MATERIALIZED ("                                                   \
   " SELECT x.id, x.priority, x.run_at, x.bytes"                                \
-  " FROM unnest($2::text[]) AS q(name)"                                        \
-  " CROSS JOIN LATERAL (SELECT id, priority, run_at,"                          \
+  " FROM " queues " CROSS JOIN LATERAL (SELECT id, priority, run_at,"          \
   " octet_length(payload::text) AS bytes FROM onceq_items"                     \
   " WHERE " ready_in_queue " ORDER BY priority DESC, run_at LIMIT $3::int"     \
   " FOR UPDATE SKIP LOCKED) x"                                                 \
@@ -96,9 +119,24 @@
   " claimed_us, part FROM u ORDER BY priority DESC, run_at"
 
 static const char claim_pg[] =
-    CLAIM_PG("claim IS NULL AND queue = q.name AND run_at <= now()"
+    CLAIM_PG(QUEUES_OPEN,
+             "claim IS NULL AND queue = q.name AND run_at <= now()"
              " AND attempts < max_attempts" KEY_HEAD("onceq_items"),
              "$4");
+
+/* A limited queue's claim (claim.c, in the transaction that locked its
+ * control row and counted its claimed items): one queue, $3 = the room
+ * left under its limit. */
+static const char claim_limited_pg[] =
+    CLAIM_PG(QUEUES_ALL,
+             "claim IS NULL AND queue = q.name AND run_at <= now()"
+             " AND attempts < max_attempts" KEY_HEAD("onceq_items"),
+             "$4");
+static const char claim_limited_crdb[] =
+    "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
+    " attempts = attempts + 1"
+    " WHERE " READY " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " RETURNING " ITEM_COLS;
 
 /*
  * CockroachDB claim: one UPDATE with ORDER BY/LIMIT, sent as an implicit
@@ -112,7 +150,7 @@ static const char claim_pg[] =
 static const char claim_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
     " attempts = attempts + 1"
-    " WHERE " READY " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " WHERE " READY QUEUE_OPEN " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
 /*
@@ -138,7 +176,8 @@ static const char claim_crdb[] =
   "$5::int4" KEY_HEAD("onceq_items")
 
 static const char claim_parts_pg[] =
-    CLAIM_PG("claim IS NULL AND queue = q.name"
+    CLAIM_PG(QUEUES_OPEN,
+             "claim IS NULL AND queue = q.name"
              " AND run_at <= now() - $6::int8 * interval '1 millisecond'"
              " AND attempts < max_attempts AND part >= $4::int4"
              " AND part < $5::int4" KEY_HEAD("onceq_items"),
@@ -149,7 +188,8 @@ static const char claim_parts_pg[] =
 static const char claim_parts_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
     " attempts = attempts + 1"
-    " WHERE " READY_IN_RANGE " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " WHERE " READY_IN_RANGE QUEUE_OPEN
+    " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
 #define DEAD_COLS                                                              \
@@ -490,6 +530,53 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " LEFT JOIN onceq_results r ON r.item_id = w.id"
         " LEFT JOIN onceq_dead dd ON dd.id = w.id"
         " LEFT JOIN onceq_done dn ON dn.item_id = w.id",
+    /* ---- queue controls (queues.c): $1 the queue ---- */
+    [OQ__SQL_QUEUE_PAUSE] =
+        "INSERT INTO onceq_queues (queue, paused) VALUES ($1::text, $2::bool)"
+        " ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused,"
+        " updated_at = now()",
+    [OQ__SQL_QUEUE_SET_LIMIT] =
+        "INSERT INTO onceq_queues (queue, max_running) VALUES ($1::text,"
+        " $2::int4) ON CONFLICT (queue) DO UPDATE SET max_running ="
+        " excluded.max_running, updated_at = now()",
+    /* the limited queues a claim must take in their own transaction */
+    [OQ__SQL_QUEUE_LIMITED] =
+        "SELECT queue FROM onceq_queues"
+        " WHERE (max_running IS NOT NULL OR rate_limit IS NOT NULL)"
+        " AND NOT paused"
+        " ORDER BY queue LIMIT 1000",
+    /* Lock a limited queue's control row for the claim transaction: an
+     * UPDATE, so that under REPEATABLE READ/SERIALIZABLE a second claimer
+     * fails with 40001 and runs again instead of counting from an older
+     * snapshot; under READ COMMITTED the next statement's snapshot sees
+     * the first claimer's committed claims. */
+    [OQ__SQL_QUEUE_LIMIT_LOCK] =
+        "UPDATE onceq_queues SET rate_tokens = CASE WHEN rate_limit IS NULL"
+        " THEN NULL ELSE least(rate_limit::float8, coalesce(rate_tokens,"
+        " rate_limit::float8) + rate_limit * greatest(0::float8,"
+        " extract(epoch FROM now() - coalesce(rate_at, now()))::float8)"
+        " / extract(epoch FROM rate_interval)::float8) END,"
+        " rate_at = CASE WHEN rate_limit IS NULL THEN NULL ELSE"
+        " greatest(now(), coalesce(rate_at, now())) END"
+        " WHERE queue = $1::text AND NOT paused"
+        " AND (max_running IS NOT NULL OR rate_limit IS NOT NULL)"
+        " RETURNING coalesce(max_running, -1),"
+        " coalesce(floor(rate_tokens)::int8, -1)",
+    /* the rate limit's tokens taken by the claim just made ($2) */
+    [OQ__SQL_QUEUE_RATE_TAKE] =
+        "UPDATE onceq_queues SET rate_tokens = rate_tokens - $2::int8"
+        " WHERE queue = $1::text AND rate_limit IS NOT NULL",
+    [OQ__SQL_QUEUE_SET_RATE] =
+        "INSERT INTO onceq_queues (queue, rate_limit, rate_interval)"
+        " VALUES ($1::text, $2::int4, $3::int8 * interval '1 millisecond')"
+        " ON CONFLICT (queue) DO UPDATE SET rate_limit = excluded.rate_limit,"
+        " rate_interval = excluded.rate_interval, rate_tokens = NULL,"
+        " rate_at = NULL, updated_at = now()",
+    /* claimed items of the queue, of live and not yet reaped sessions */
+    [OQ__SQL_QUEUE_RUNNING] = "SELECT count(*) FROM onceq_items"
+                              " WHERE claim IS NOT NULL AND queue = $1::text",
+    [OQ__SQL_QUEUE_GET] =
+        "SELECT paused FROM onceq_queues WHERE queue = $1::text",
     [OQ__SQL_ENQUEUE_KEEP_RESULT] = "UPDATE onceq_items SET keep_result = true"
                                     " WHERE id = $1::uuid",
 };
@@ -506,6 +593,8 @@ const char *oq__sql(oq_engine engine, oq__stmt stmt)
   switch (stmt) {
   case OQ__SQL_CLAIM:
     return crdb ? claim_crdb : claim_pg;
+  case OQ__SQL_CLAIM_LIMITED:
+    return crdb ? claim_limited_crdb : claim_limited_pg;
   case OQ__SQL_CLAIM_PARTS:
     return crdb ? claim_parts_crdb : claim_parts_pg;
   case OQ__SQL_MIGRATE_LOCK:

@@ -36,6 +36,16 @@ static const char SQL_DEAD_QUEUE_FIRST[] = "SELECT min(queue) FROM onceq_dead";
 static const char SQL_DEAD_QUEUE_NEXT[] =
     "SELECT min(queue) FROM onceq_dead WHERE queue > $1";
 
+/* Queues with controls (onceq_queues, onceq/queues.h): few rows, read
+ * whole: paused (1/0), the concurrency limit (-1: none). Such a queue is
+ * listed even with no items. */
+static const char SQL_PAUSED[] =
+    "SELECT queue, CASE WHEN paused THEN 1 ELSE 0 END, coalesce(max_running,"
+    " -1), coalesce(rate_limit, -1), coalesce((extract(epoch FROM"
+    " rate_interval) * 1000)::int8, -1) FROM onceq_queues"
+    " WHERE paused OR max_running IS NOT NULL OR rate_limit IS NOT NULL"
+    " ORDER BY queue LIMIT 1000";
+
 /* Claimed items per queue, from the claim index (normally few rows), and
  * how many of them were created in the last 60 s. */
 static const char SQL_RUNNING[] =
@@ -287,7 +297,7 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
 {
   memset(out, 0, sizeof *out);
   names ns = {0};
-  qv_rows running = {0}, done = {0}, died = {0}, r = {0};
+  qv_rows running = {0}, done = {0}, died = {0}, paused = {0}, r = {0};
   out->mono_ms = oq_monotonic_ms();
   oq_err e = qv_query(db, SQL_NOW, 0, NULL, &r);
   if (e == OQ_OK) {
@@ -301,6 +311,8 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
   if (e == OQ_OK)
     e = scan_queues(db, SQL_DEAD_QUEUE_FIRST, SQL_DEAD_QUEUE_NEXT, &ns,
                     10 * QV_MAX_QUEUES);
+  if (e == OQ_OK)
+    e = grouped(db, SQL_PAUSED, &ns, &paused);
   if (e == OQ_OK)
     e = grouped(db, SQL_RUNNING, &ns, &running);
   if (e == OQ_OK)
@@ -336,6 +348,10 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
     qs->done_60s = out->history ? grouped_count(&done, qs->queue, 1, 0) : -1;
     qs->new_done_60s =
         out->history ? grouped_count(&done, qs->queue, 2, 0) : -1;
+    qs->paused = grouped_count(&paused, qs->queue, 1, 0) != 0;
+    qs->max_running = grouped_count(&paused, qs->queue, 2, -1);
+    qs->rate_limit = grouped_count(&paused, qs->queue, 3, -1);
+    qs->rate_interval_ms = grouped_count(&paused, qs->queue, 4, -1);
     qs->died_60s = grouped_count(&died, qs->queue, 1, 0);
     qs->new_died_60s = grouped_count(&died, qs->queue, 2, 0);
     e = queue_detail(db, qs);
@@ -361,6 +377,7 @@ out:
   qv_rows_free(&running);
   qv_rows_free(&done);
   qv_rows_free(&died);
+  qv_rows_free(&paused);
   if (e != OQ_OK)
     qv_snapshot_free(out);
   return e;

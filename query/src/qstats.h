@@ -42,16 +42,20 @@
 #define QV_MAX_PRIORITIES 64
 
 typedef struct qv_qstat {
-  char *queue;    /* owned */
-  long ready;     /* capped count */
-  long scheduled; /* capped count */
-  long running;   /* capped count (from the claim index) */
-  long dead;      /* capped count */
-  bool approx;    /* more than QV_MAX_PRIORITIES priorities: ready and
-                     scheduled are lower bounds */
-  double lag_s;   /* oldest ready item's age, seconds; -1: none ready */
-  long done_60s;  /* history: acked in the last 60 s; -1 without */
-  long died_60s;  /* dead-lettered in the last 60 s (capped) */
+  char *queue;      /* owned */
+  long ready;       /* capped count */
+  long scheduled;   /* capped count */
+  long running;     /* capped count (from the claim index) */
+  long dead;        /* capped count */
+  bool paused;      /* claims skip it (`onceq pause`, onceq/queues.h) */
+  long max_running; /* fleet-wide concurrency limit; -1: none */
+  long rate_limit;  /* starts per rate_interval_ms; -1: none */
+  long rate_interval_ms;
+  bool approx;   /* more than QV_MAX_PRIORITIES priorities: ready and
+                    scheduled are lower bounds */
+  double lag_s;  /* oldest ready item's age, seconds; -1: none ready */
+  long done_60s; /* history: acked in the last 60 s; -1 without */
+  long died_60s; /* dead-lettered in the last 60 s (capped) */
   /* arrivals in the last 60 s, by where those items are now: */
   long new_live_60s; /* live: ready ones whose run_at is in the window
                         (run_at is created_at unless delayed or retried:

@@ -328,6 +328,17 @@ static void print_json(FILE *f, oq_db *db, const qv_snapshot *s, const rates *r,
     json_qcount(&j, "scheduled", q->scheduled);
     json_qcount(&j, "running", q->running);
     json_qcount(&j, "dead", q->dead);
+    cm_json_bool(&j, "paused", q->paused);
+    if (q->max_running < 0)
+      cm_json_raw(&j, "concurrency_limit", NULL);
+    else
+      cm_json_int(&j, "concurrency_limit", q->max_running);
+    if (q->rate_limit < 0) {
+      cm_json_raw(&j, "rate_limit", NULL);
+    } else {
+      cm_json_int(&j, "rate_limit", q->rate_limit);
+      cm_json_int(&j, "rate_interval_ms", q->rate_interval_ms);
+    }
     cm_json_bool(&j, "approximate", q->approx);
     cm_json_num_or_null(&j, "lag_s", q->lag_s);
     cm_json_num_or_null(&j, "in_per_min", r->in_q[i]);
@@ -431,8 +442,19 @@ static void print_human(FILE *f, const qv_snapshot *s, const rates *r,
     qv_fmt_rate(b[6], sizeof b[6], r->done_q[i]);
     char qname[19 * 6];
     oq_text_escape(qname, sizeof qname, q->queue); /* outside text */
-    fprintf(f, "%-18.18s %8s %8s %8s %8s %8s %7s %8s%s\n", qname, b[0], b[1],
-            b[2], b[3], b[4], b[5], b[6], q->approx ? " ~" : "");
+    char lim[64] = "";
+    if (q->max_running >= 0)
+      snprintf(lim, sizeof lim, " limit %ld", q->max_running);
+    if (q->rate_limit >= 0) {
+      char per[16];
+      size_t used = strlen(lim);
+      cm_fmt_dur(per, sizeof per, (double)q->rate_interval_ms / 1000.0);
+      snprintf(lim + used, sizeof lim - used, " rate %ld/%s", q->rate_limit,
+               per);
+    }
+    fprintf(f, "%-18.18s %8s %8s %8s %8s %8s %7s %8s%s%s%s\n", qname, b[0],
+            b[1], b[2], b[3], b[4], b[5], b[6], q->approx ? " ~" : "",
+            q->paused ? " paused" : "", lim);
   }
   sum_queues(s, &t);
   if (s->nq == 0)

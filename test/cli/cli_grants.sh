@@ -167,6 +167,12 @@ refused "worker ALTER TABLE onceq_items" "$W_URL" \
 refused "worker ALTER TABLE onceq_items DROP CONSTRAINT (the claim FK)" "$W_URL" \
   "ALTER TABLE onceq_items DROP CONSTRAINT IF EXISTS onceq_items_claim_fkey" \
   'must be owner'
+# a worker locks a limited queue's control row (UPDATE of max_running, to
+# itself) but may not pause, resume or change a limit
+refused "worker pausing a queue" "$W_URL" \
+  "UPDATE onceq_queues SET paused = true" 'permission denied'
+refused "worker adding a queue control" "$W_URL" \
+  "INSERT INTO onceq_queues (queue, paused) VALUES ('g', true)" 'permission denied'
 refused "worker TRUNCATE onceq_items" "$W_URL" \
   "TRUNCATE onceq_items" 'permission denied'
 refused "worker TRUNCATE onceq_dead" "$W_URL" \

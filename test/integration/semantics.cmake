@@ -34,3 +34,12 @@ oq_add_test(it_lib_coord_calls LABEL integration TIMEOUT 60
 # Ordering keys: per-key heads, strict order past failures, several
 # workers acknowledging in enqueue order (issue 23 item 1).
 oq_add_test(it_lib_ordering LABEL integration TIMEOUT 60 SOURCES ordering.c)
+# Pause and resume a queue (issue 23 item 2).
+oq_add_test(it_lib_queue_pause LABEL integration TIMEOUT 60
+            SOURCES queue_pause.c INTERNAL)
+# A queue's fleet-wide concurrency limit (issue 23 item 3).
+oq_add_test(it_lib_queue_limit LABEL integration TIMEOUT 90
+            SOURCES queue_limit.c INTERNAL)
+# A queue's fleet-wide rate limit (issue 23 item 4).
+oq_add_test(it_lib_queue_rate LABEL integration TIMEOUT 90
+            SOURCES queue_rate.c INTERNAL)

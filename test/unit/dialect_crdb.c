@@ -160,8 +160,31 @@ static void check_claim_pair(const char *pg, const char *crdb)
   ASSERT_CONTAINS(pg, " FOR UPDATE SKIP LOCKED)");
 
   char a[2048], b[2048];
-  between(crdb, " WHERE ", " ORDER BY ", a, sizeof a);
-  between(pg, " WHERE ", " ORDER BY ", b, sizeof b);
+  /* Both skip a paused or limited queue (onceq_queues, issue 23):
+   * PostgreSQL filters its queue list before the per-queue scans,
+   * CockroachDB's one-queue UPDATE ends its WHERE with the same test on the
+   * row's queue. A limited queue's own claim (OQ__SQL_CLAIM_LIMITED) has
+   * neither: its transaction checked the control row. */
+  static const char open_crdb[] =
+      " AND NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
+      " WHERE ctl.queue = onceq_items.queue"
+      " AND (ctl.paused OR ctl.max_running IS NOT NULL"
+      " OR ctl.rate_limit IS NOT NULL))";
+  if (strstr(crdb, open_crdb)) {
+    ASSERT_CONTAINS(
+        pg, " FROM (SELECT name FROM unnest($2::text[]) AS n(name)"
+            " WHERE NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
+            " WHERE ctl.queue = n.name AND (ctl.paused OR"
+            " ctl.max_running IS NOT NULL OR ctl.rate_limit IS NOT NULL)))"
+            " AS q CROSS JOIN LATERAL (");
+    between(crdb, " WHERE ", open_crdb, a, sizeof a);
+  } else {
+    ASSERT_NOT_CONTAINS(pg, "onceq_queues");
+    ASSERT_CONTAINS(pg, " FROM unnest($2::text[]) AS q(name) CROSS JOIN"
+                        " LATERAL (");
+    between(crdb, " WHERE ", " ORDER BY ", a, sizeof a);
+  }
+  between(pg, " FROM onceq_items WHERE ", " ORDER BY ", b, sizeof b);
   /* PostgreSQL walks one queue at a time (LATERAL over unnest($2), so the
    * ready index is read in order); the predicate is otherwise the same */
   {
@@ -231,6 +254,10 @@ static void test_branches(void)
                         " AND run_at <= now() AND attempts < max_attempts"
                         " AND (onceq_items.ordering_key IS NULL OR");
   ASSERT_CONTAINS(crdb, " AND k.claim IS NOT NULL)))"
+                        " AND NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
+                        " WHERE ctl.queue = onceq_items.queue"
+                        " AND (ctl.paused OR ctl.max_running IS NOT NULL"
+                        " OR ctl.rate_limit IS NOT NULL))"
                         " ORDER BY priority DESC, run_at LIMIT $3::int"
                         " RETURNING ");
 }

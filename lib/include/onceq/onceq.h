@@ -50,6 +50,7 @@
 #include "onceq/ack.h"
 #include "onceq/enqueue.h"
 #include "onceq/cancel.h"
+#include "onceq/queues.h"
 #include "onceq/retry.h"
 #include "onceq/retention.h"
 #include "onceq/duration.h"
