@@ -30,16 +30,16 @@ extern "C" {
  * Pause queue (a non-empty name; the queue need not have items yet): no
  * claim takes its items until oq_queue_resume. Idempotent. Needs UPDATE
  * and INSERT on onceq_queues (the onceq_coordinator role,
- * deploy/grants). One statement, retried on a serialization failure;
- * inside oq_db_transact it is part of the caller's transaction.
+ * deploy/grants). Inside oq_db_transact it is part of the caller's
+ * transaction.
+ * Blocks: one statement, retried on a serialization failure: bounded by
+ * the deadline and the retry policy.
  */
 OQ_MUST_CHECK oq_err oq_queue_pause(oq_db *db, const char *queue);
 /* Resume queue: claims take its items again. Idempotent; resuming a queue
- * that was never paused is no error. Same rights and blocking as
- * oq_queue_pause. */
+ * that was never paused is no error. Same rights as oq_queue_pause.
+ * Blocks: as oq_queue_pause. */
 OQ_MUST_CHECK oq_err oq_queue_resume(oq_db *db, const char *queue);
-/* *paused: whether queue is paused now (false for a queue with no
- * controls). One read, retried like a claim. */
 /*
  * Set queue's fleet-wide concurrency limit: at most max_running of its
  * items claimed at once across every worker and process (a crashed
@@ -48,7 +48,8 @@ OQ_MUST_CHECK oq_err oq_queue_resume(oq_db *db, const char *queue);
  * enough items finish; none are taken away. Takes effect at once for new
  * claims (a limited queue is claimed in a transaction that locks its
  * control row); workers notice a queue newly limited within 500 ms. Same
- * rights and blocking as oq_queue_pause.
+ * rights as oq_queue_pause.
+ * Blocks: as oq_queue_pause.
  */
 OQ_MUST_CHECK oq_err oq_queue_set_limits(oq_db *db, const char *queue,
                                          int max_running);
@@ -59,10 +60,14 @@ OQ_MUST_CHECK oq_err oq_queue_set_limits(oq_db *db, const char *queue,
  * spell; in the long run starts per interval; any one interval sees at most
  * 2 x starts). starts <= 0 removes it. Stored with the queue's other
  * controls and applied by the claim (like oq_queue_set_limits); setting it
- * refills the bucket. Same rights and blocking as oq_queue_pause.
+ * refills the bucket. Same rights as oq_queue_pause.
+ * Blocks: as oq_queue_pause.
  */
 OQ_MUST_CHECK oq_err oq_queue_set_rate(oq_db *db, const char *queue, int starts,
                                        int64_t interval_ms);
+/* *paused: whether queue is paused now (false for a queue with no
+ * controls).
+ * Blocks: one read, retried like a claim: bounded by the deadline. */
 OQ_MUST_CHECK oq_err oq_queue_paused_get(oq_db *db, const char *queue,
                                          bool *paused);
 
