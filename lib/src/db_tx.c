@@ -224,6 +224,10 @@ static oq_err query_retry(oq_db *db, const char *sql, int nparams,
                          prepared);
     if (e != OQ_ERR_RETRY)
       return e;
+    /* Inside a transaction the restart is the transaction's: rerunning the
+     * statement would only meet 25P02 in the aborted one. */
+    if (db->conn && PQtransactionStatus(db->conn) != PQTRANS_IDLE)
+      return e;
     if (policy_exhausted(&db->retry, attempt, start))
       return oq__db_fail(db, OQ_ERR_RETRY, db->sqlstate,
                          "gave up after %d restarts (SQLSTATE %s): %s", attempt,

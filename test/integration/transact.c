@@ -11,7 +11,9 @@
  * server drops our prepared statements (DEALLOCATE ALL, as a pooler or
  * DISCARD ALL would); a full statement cache never drops the statement it
  * named last (a pipeline's, about to be sent); a restart (40001) reruns the
- * whole callback; a heartbeat whose connection cannot be made starts at
+ * whole callback, also when the 40001 hits a library call that retries
+ * on its own outside a transaction (it must hand the restart to the
+ * transaction, not rerun its statement in the aborted one); a heartbeat whose connection cannot be made starts at
  * once, lands no beat and lets the session fence itself by its clock,
  * while one that can connect lands beats.
  */
@@ -92,6 +94,37 @@ static void test_restart(oq_db *db, oq_db *other)
   ASSERT_EQ(probe_rows(other), 1);
   oqt_exec(other, "TRUNCATE tx_probe");
   printf("ok restart: 3 runs, one row\n");
+}
+
+/* A library call that restarts on its own outside a transaction
+ * (oq_queue_set_limits, through the retrying query) hands a 40001 inside
+ * one to oq_db_transact: before, it reran its statement in the aborted
+ * transaction and failed with 25P02 ("current transaction is aborted"),
+ * which `onceq limit` met under serializable isolation. */
+static oq_err lib_call(oq_db *db, void *ud)
+{
+  (*(int *)ud)++;
+  return oq_queue_set_limits(db, "tx_q", 3);
+}
+
+static void test_restart_in_lib_call(oq_db *db, oq_db *other)
+{
+  oqt_exec(other, "CREATE SEQUENCE tx_restart_seq");
+  oqt_exec(other,
+           "CREATE FUNCTION tx_restart_once() RETURNS trigger LANGUAGE plpgsql "
+           "AS $$ BEGIN IF nextval('tx_restart_seq') = 1 THEN RAISE EXCEPTION "
+           "'restart' USING ERRCODE = '40001'; END IF; RETURN NEW; END $$");
+  oqt_exec(other, "CREATE TRIGGER tx_restart_once BEFORE INSERT OR UPDATE ON "
+                  "onceq_queues FOR EACH ROW EXECUTE FUNCTION "
+                  "tx_restart_once()");
+  int runs = 0;
+  ASSERT_OK(db, oq_db_transact(db, lib_call, &runs));
+  ASSERT_EQ(runs, 2);
+  ASSERT_EQ(oqt_scalar(other, "SELECT max_running FROM onceq_queues WHERE "
+                              "queue = 'tx_q'"),
+            3);
+  oqt_exec(other, "DROP TRIGGER tx_restart_once ON onceq_queues");
+  printf("ok restart in a library call: the transaction reran, 2 runs\n");
 }
 
 /* Raw libpq first (oq_db_pgconn, as db.h invites inside an ack): still
@@ -284,6 +317,7 @@ int main(void)
 
   test_first_statement_in_tx(db, other);
   test_restart(db, other);
+  test_restart_in_lib_call(db, other);
   test_empty_and_failing(db, other);
   test_raw_libpq(db, other);
   test_ack(db, other, s);
