@@ -575,8 +575,13 @@ static const char *const shared[OQ__SQL__COUNT] = {
     /* claimed items of the queue, of live and not yet reaped sessions */
     [OQ__SQL_QUEUE_RUNNING] = "SELECT count(*) FROM onceq_items"
                               " WHERE claim IS NOT NULL AND queue = $1::text",
+    /* paused first (oq_queue_paused_get reads only it), then the limits
+     * as oq_queue_controls_get gives them: -1 for none */
     [OQ__SQL_QUEUE_GET] =
-        "SELECT paused FROM onceq_queues WHERE queue = $1::text",
+        "SELECT paused, coalesce(max_running, -1),"
+        " coalesce(rate_limit, -1), coalesce((extract(epoch FROM"
+        " rate_interval) * 1000)::int8, -1)"
+        " FROM onceq_queues WHERE queue = $1::text",
     [OQ__SQL_ENQUEUE_KEEP_RESULT] = "UPDATE onceq_items SET keep_result = true"
                                     " WHERE id = $1::uuid",
 };
