@@ -48,6 +48,9 @@
 #include "push.h"
 #include "table.h"
 
+_Static_assert(MAX_NAME_BYTES == OQ_MAX_ORDERING_KEY_BYTES,
+               "--ordering-key's limit is the library's");
+
 static volatile sig_atomic_t interrupted; /* the signal, 0 if none */
 
 static void on_signal(int sig)
