@@ -2,7 +2,9 @@
  * cmd_limit.c: `onceq limit QUEUE --concurrency N|none`: a queue's
  * fleet-wide concurrency limit (oq_queue_set_limits, onceq/queues.h): at
  * most N of its items claimed at once across every worker, counted in the
- * database by the claim itself. `none` removes it.
+ * database by the claim itself. `none` removes it. With no option it
+ * shows the queue's controls (oq_queue_controls_get): both limits and
+ * whether it is paused.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,6 +56,8 @@ static void usage(FILE *out)
   fprintf(out,
           "usage: onceq limit QUEUE [--concurrency N|none] [--rate N/D|none]"
           " [--json]\n"
+          "  without an option: show QUEUE's limits and whether it is\n"
+          "  paused\n"
           "  at most N items of QUEUE claimed at once across every worker\n"
           "  and process (0 stops new claims like a pause); `none` removes\n"
           "  the limit. Items of a crashed worker count until its session\n"
@@ -62,6 +66,70 @@ static void usage(FILE *out)
           "  --rate N/D: at most N starts per duration D across the fleet\n"
           "  (10/1s, 600/1m), a token bucket: up to N at once after a quiet\n"
           "  spell, N per D in the long run; `none` removes it.\n");
+}
+
+/* "1500ms" -> "1500ms", 60000 -> "1m": the largest unit that divides. */
+static void fmt_interval(char *buf, size_t len, int64_t ms)
+{
+  if (ms > 0 && ms % 3600000 == 0)
+    snprintf(buf, len, "%lldh", (long long)(ms / 3600000));
+  else if (ms > 0 && ms % 60000 == 0)
+    snprintf(buf, len, "%lldm", (long long)(ms / 60000));
+  else if (ms > 0 && ms % 1000 == 0)
+    snprintf(buf, len, "%llds", (long long)(ms / 1000));
+  else
+    snprintf(buf, len, "%lldms", (long long)ms);
+}
+
+/* `onceq limit QUEUE`: the queue's controls as stored now. */
+static int show(const cli_globals *g, const char *queue)
+{
+  int rc = CLI_EXIT_OK;
+  oq_db *db = cli_connect(g, "limit", &rc);
+  if (!db)
+    return rc;
+  oq_queue_controls qc;
+  oq_err e = oq_queue_controls_get(db, queue, &qc);
+  if (e != OQ_OK) {
+    rc = cli_fail_db(db, e, "limit", "nothing shown");
+    goto out;
+  }
+  char every[32];
+  fmt_interval(every, sizeof every, qc.rate_interval_ms);
+  if (g->json) {
+    cm_json j;
+    cm_json_init(&j, stdout);
+    cm_json_obj(&j, NULL);
+    cm_json_str(&j, "queue", queue);
+    cm_json_bool(&j, "paused", qc.paused);
+    if (qc.max_running >= 0)
+      cm_json_int(&j, "concurrency", qc.max_running);
+    else
+      cm_json_raw(&j, "concurrency", NULL);
+    if (qc.rate_limit > 0) {
+      cm_json_int(&j, "rate", qc.rate_limit);
+      cm_json_int(&j, "rate_interval_ms", qc.rate_interval_ms);
+    } else {
+      cm_json_raw(&j, "rate", NULL);
+      cm_json_raw(&j, "rate_interval_ms", NULL);
+    }
+    cm_json_end(&j);
+    goto out;
+  }
+  if (qc.max_running >= 0)
+    printf("queue %s: at most %d item%s claimed at once\n", queue,
+           qc.max_running, qc.max_running == 1 ? "" : "s");
+  else
+    printf("queue %s: no concurrency limit\n", queue);
+  if (qc.rate_limit > 0)
+    printf("queue %s: at most %d start%s per %s\n", queue, qc.rate_limit,
+           qc.rate_limit == 1 ? "" : "s", every);
+  else
+    printf("queue %s: no rate limit\n", queue);
+  printf("queue %s: %s\n", queue, qc.paused ? "paused" : "not paused");
+out:
+  oq_db_close(db);
+  return rc;
 }
 
 int cmd_limit(const cli_globals *g, int argc, char **argv)
@@ -116,8 +184,7 @@ int cmd_limit(const cli_globals *g, int argc, char **argv)
   if (!c.queue)
     return cli_usage_error("limit", "give the queue to limit");
   if (c.max_running == -2 && !c.rate_given)
-    return cli_usage_error("limit", "give --concurrency N|none, --rate "
-                                    "N/DURATION|none or both");
+    return show(g, c.queue);
   rc = cli_transact(g, "limit", limit_tx, &c, "nothing changed");
   if (rc != CLI_EXIT_OK)
     return rc;

@@ -20,6 +20,9 @@
  * summary names the line ranges inserted and rejected (exit 1). --atomic:
  * every line is read and checked first, then all batches go in one
  * transaction; any bad line means nothing is inserted (exit 2).
+ * --ordering-key-field F: ordering_key = the line's field F (a string or
+ * a number, not empty, at most MAX_NAME_BYTES), required on every line like
+ * --unique-key-field's; the batch's array order is the items' enqueue order.
  * --unique-key-field F makes a re-run safe: unique_key = the line's field F,
  * and ON CONFLICT (unique_key) DO NOTHING skips lines whose item is still
  * live. The ids of new items go to stdout in input order; progress, errors
@@ -44,6 +47,9 @@
 #include "jsonline.h"
 #include "push.h"
 #include "table.h"
+
+_Static_assert(MAX_NAME_BYTES == OQ_MAX_ORDERING_KEY_BYTES,
+               "--ordering-key's limit is the library's");
 
 static volatile sig_atomic_t interrupted; /* the signal, 0 if none */
 
@@ -317,6 +323,9 @@ static void usage(FILE *out)
           "  --max-attempts N     dead-lettered after N failures (default %d)\n"
           "  --unique-key K       at most one live item with key K: when it\n"
           "                       exists, print its id (stderr says exists)\n"
+          "  --ordering-key K     items of the queue with key K run one at a\n"
+          "                       time, in the order they were pushed (bulk:\n"
+          "                       every line gets K)\n"
           "  -q, --quiet          do not print ids\n"
           "  --wait               wait for the item's outcome and print its\n"
           "                       result instead of its id; exit 3 dead,\n"
@@ -328,6 +337,9 @@ static void usage(FILE *out)
           "  --unique-key-field F unique_key = each line's field F (string or\n"
           "                       number): a re-run skips lines whose item\n"
           "                       is still live, so nothing goes in twice\n"
+          "  --ordering-key-field F  ordering_key = each line's field F\n"
+          "                       (string or number, not empty): per key,\n"
+          "                       items run one at a time in line order\n"
           "  --atomic             all lines in one transaction: any bad line\n"
           "                       and nothing is inserted (exit 2); keeps the\n"
           "                       input in memory\n"
@@ -396,6 +408,8 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
                                      "--unique-key",
                                      "--max-attempts",
                                      "--unique-key-field",
+                                     "--ordering-key",
+                                     "--ordering-key-field",
                                      "--batch",
                                      "--timeout",
                                      NULL};
@@ -460,6 +474,20 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
                                  "most %d bytes (hash a longer one)",
                                  strlen(val), MAX_NAME_BYTES);
         o.unique_key = val;
+      } else if (cli_opt(argc, argv, &i, "--ordering-key", &val)) {
+        if (!val || !*val)
+          return cli_usage_error("push", "--ordering-key needs a key (an "
+                                         "empty key is not one)");
+        if (strlen(val) > MAX_NAME_BYTES)
+          return cli_usage_error("push",
+                                 "--ordering-key is %zu bytes long; a key is "
+                                 "at most %d bytes (hash a longer one)",
+                                 strlen(val), MAX_NAME_BYTES);
+        o.ordering_key = val;
+      } else if (cli_opt(argc, argv, &i, "--ordering-key-field", &val)) {
+        if (!val || !*val)
+          return cli_usage_error("push", "--ordering-key-field needs a field");
+        o.ordering_key_field = val;
       } else if (cli_opt(argc, argv, &i, "--max-attempts", &val)) {
         if (!cli_parse_int(val, 1, INT32_MAX, &o.max_attempts))
           return cli_usage_error("push",
@@ -496,11 +524,15 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
                            "(for many items: onceq wait ID...)");
   if (o.wait_timeout_ms >= 0 && !o.wait)
     return cli_usage_error("push", "--timeout needs --wait");
+  if (o.ordering_key && o.ordering_key_field)
+    return cli_usage_error("push", "give --ordering-key or "
+                                   "--ordering-key-field, not both");
   if (o.payload) {
-    if (o.atomic || o.key_field || o.batch_set)
+    if (o.atomic || o.key_field || o.ordering_key_field || o.batch_set)
       return cli_usage_error("push",
-                             "--atomic, --unique-key-field and --batch are "
-                             "for bulk pushes from stdin");
+                             "--atomic, --unique-key-field, "
+                             "--ordering-key-field and --batch are for bulk "
+                             "pushes from stdin");
     char err[200];
     field_info fi;
     bool obj;
@@ -522,7 +554,9 @@ int cmd_push(const cli_globals *g, int argc, char **argv)
                             .priority = (int)o.priority,
                             .delay_ms = o.delay_ms,
                             .run_at = o.run_at,
-                            .max_attempts = (int)o.max_attempts};
+                            .max_attempts = (int)o.max_attempts,
+                            .ordering_key = o.ordering_key,
+                            .ordering_key_field = o.ordering_key_field};
   cm_json_init(&st.j, stdout);
   st.db = cli_connect(g, "push", &rc);
   if (!st.db)

@@ -22,7 +22,8 @@
 #include "cli.h"
 #include "table.h"
 
-/* Longest queue name or unique key push accepts, in bytes: both are index
+/* Longest queue name, unique key or ordering key push accepts, in bytes
+ * (OQ_MAX_ORDERING_KEY_BYTES, onceq/enqueue.h): all are index
  * keys (a btree entry holds at most about 2700 bytes) and a queue name
  * travels in the wake-up NOTIFY (payload under 8000 bytes). */
 #define MAX_NAME_BYTES 1000
@@ -41,8 +42,10 @@ typedef struct push_opts {
   const char *run_at;
   const char *unique_key;
   long long max_attempts;
-  const char *payload;   /* single form; NULL: bulk from stdin */
-  const char *key_field; /* --unique-key-field */
+  const char *payload;            /* single form; NULL: bulk from stdin */
+  const char *key_field;          /* --unique-key-field */
+  const char *ordering_key;       /* --ordering-key */
+  const char *ordering_key_field; /* --ordering-key-field */
   long long batch;
   bool batch_set; /* --batch was given */
   bool atomic, quiet, json;
@@ -90,7 +93,8 @@ typedef struct push_span {
 typedef struct push_state {
   const push_opts *o;
   oq_db *db;
-  oq_enqueue_opts eo; /* queue, priority, delay or run_at, max_attempts */
+  oq_enqueue_opts eo; /* queue, priority, delay or run_at, max_attempts,
+                         ordering_key or ordering_key_field */
   /* per batch insert (reset on each run of the transaction) */
   long *ins_ord; /* RETURNING ords */
   char (*ins_id)[37];

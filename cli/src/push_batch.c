@@ -220,6 +220,37 @@ bool push_take_line(push_state *st, push_batch *b, char *s, size_t n, long line)
     bad_line(st, b, line, "no usable unique key field", detail);
     return true;
   }
+  const char *of = st->o->ordering_key_field;
+  if (of) {
+    /* a second look for the other field: only pushes that ask pay it */
+    (void)json_check(s + lead, n - lead, of, &fi, &obj, err, sizeof err);
+    const char *why = NULL;
+    char detail[300];
+    if (!obj)
+      why = "not a JSON object, so it has no field";
+    else if (fi.state == FIELD_NONE)
+      why = "no field";
+    else if (fi.state == FIELD_BAD)
+      why = "not a string or a number:";
+    else if (fi.bytes == 0)
+      why = "an empty ordering key in field";
+    if (why) {
+      snprintf(detail, sizeof detail,
+               "%s \"%s\" (--ordering-key-field needs a string or a number "
+               "on every line)",
+               why, of);
+      bad_line(st, b, line, "no usable ordering key field", detail);
+      return true;
+    }
+    if (fi.bytes > MAX_NAME_BYTES) {
+      snprintf(detail, sizeof detail,
+               "field \"%s\" is %zu bytes long; an ordering key is at most "
+               "%d bytes (--ordering-key-field)",
+               of, fi.bytes, MAX_NAME_BYTES);
+      bad_line(st, b, line, "ordering key too long", detail);
+      return true;
+    }
+  }
   if (b->nbad > 0)
     return true; /* the batch is rejected anyway: keep no text */
   return batch_add(b, s + lead, n - lead, line);

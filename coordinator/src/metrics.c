@@ -50,6 +50,7 @@ typedef struct qgauge {
   bool paused;       /* `onceq pause` */
   long max_running;  /* `onceq limit`; -1: none */
   double rate_per_s; /* `onceq limit --rate`; -1: none */
+  long blocked;      /* `onceq keys --blocked`: failed heads waiting */
 } qgauge;
 
 struct co_metrics {
@@ -140,6 +141,7 @@ void co_metrics_set_queues(co_metrics *m, const qv_snapshot *s)
       q[n].lag_s = s->q[i].lag_s > 0 ? s->q[i].lag_s : 0;
       q[n].paused = s->q[i].paused;
       q[n].max_running = s->q[i].max_running;
+      q[n].blocked = s->q[i].blocked;
       q[n].rate_per_s = s->q[i].rate_limit > 0 && s->q[i].rate_interval_ms > 0
                             ? (double)s->q[i].rate_limit * 1000.0 /
                                   (double)s->q[i].rate_interval_ms
@@ -205,6 +207,16 @@ static size_t render_all(void *ud, char *buf, size_t len)
     cm_prom_printf(&o, "onceq_queue_paused{queue=\"");
     cm_prom_label_value(&o, m->q[i].queue);
     cm_prom_printf(&o, "\"} %d\n", m->q[i].paused ? 1 : 0);
+  }
+  cm_prom_help_type(&o, "onceq_queue_blocked_keys",
+                    "Ordering keys whose head item failed and waits, holding "
+                    "the key's other items back (`onceq keys --blocked`; "
+                    "leader only; counts stop past 100000).",
+                    "gauge");
+  for (int i = 0; i < m->nq; i++) {
+    cm_prom_printf(&o, "onceq_queue_blocked_keys{queue=\"");
+    cm_prom_label_value(&o, m->q[i].queue);
+    cm_prom_printf(&o, "\"} %ld\n", m->q[i].blocked);
   }
   cm_prom_help_type(&o, "onceq_queue_concurrency_limit",
                     "Most items of the queue claimed at once, fleet-wide "

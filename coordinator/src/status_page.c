@@ -188,7 +188,7 @@ static const char css[] =
     "td.pl,code{font-family:ui-monospace,monospace;font-size:12px;"
     "word-break:break-all}"
     ".hint{color:#5b6475;font-size:12px}"
-    ".bad{color:#a4262c;font-weight:600}"
+    ".bad,.blocked{color:#a4262c;font-weight:600}"
     ".map{display:flex;flex-wrap:wrap;gap:2px}"
     ".p{display:inline-block;min-width:22px;padding:2px 3px;font-size:11px;"
     "text-align:center;border-radius:3px;color:#1d2330}"
@@ -316,6 +316,15 @@ static void page_queues(FILE *f, const qv_snapshot *s, const qv_view_hint *h,
       cm_fmt_dur(per, sizeof per, (double)q->rate_interval_ms / 1000.0);
       fprintf(f, " <span class=\"rate\">rate %ld/%s</span>", q->rate_limit,
               per);
+    }
+    if (q->blocked > 0) { /* `onceq keys --blocked` lists them */
+      char nb[32];
+      qv_fmt_count(nb, sizeof nb, q->blocked);
+      fprintf(f,
+              " <span class=\"blocked\" title=\"ordering keys whose head "
+              "item failed and waits (onceq keys --blocked)\">%s blocked "
+              "key%s</span>",
+              nb, q->blocked == 1 ? "" : "s");
     }
     fprintf(f,
             "</td><td class=\"n ready\">%s%s</td><td class=\"n delayed\">%s"

@@ -312,14 +312,18 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " WHERE claim = $1::uuid",
     [OQ__SQL_ENQUEUE] =
         "INSERT INTO onceq_items (queue, payload, priority, run_at,"
-        " max_attempts, unique_key)"
+        " max_attempts, unique_key, ordering_key)"
         " VALUES ($1::text, $2::jsonb, $3::int,"
         " coalesce($4::timestamptz,"
-        " now() + $5::int8 * interval '1 millisecond'), $6::int, $7::text)"
+        " now() + $5::int8 * interval '1 millisecond'), $6::int, $7::text,"
+        " $8::text)"
         " ON CONFLICT (unique_key) DO NOTHING RETURNING id::text",
     /* oq_enqueue_many: one statement for a JSON array of payloads ($1),
      * the other parameters as OQ__SQL_ENQUEUE's, $7 the field that holds
-     * each item's unique key (NULL: none). gen_random_uuid() in a
+     * each item's unique key (NULL: none), $8 the one that holds its
+     * ordering key (NULL, or absent from an element: $9, the ordering key
+     * of every item, or none). The elements' ordering_key column follows
+     * ORDER BY ord, so enqueue_seq is array order. gen_random_uuid() in a
      * MATERIALIZED CTE gives each element its id before the insert, so
      * the RETURNING rows map back to elements (ord) even when ON CONFLICT
      * skips some. */
@@ -328,11 +332,12 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " SELECT gen_random_uuid() AS id, t.ord, t.x"
         " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(x, ord)),"
         " ins AS (INSERT INTO onceq_items (id, queue, payload, priority,"
-        " run_at, max_attempts, unique_key)"
+        " run_at, max_attempts, unique_key, ordering_key)"
         " SELECT id, $2::text, x, $3::int,"
         " coalesce($4::timestamptz,"
         " now() + $5::int8 * interval '1 millisecond'),"
-        " $6::int, x ->> $7::text FROM src ORDER BY ord"
+        " $6::int, x ->> $7::text, coalesce(x ->> $8::text, $9::text)"
+        " FROM src ORDER BY ord"
         " ON CONFLICT (unique_key) DO NOTHING RETURNING id)"
         " SELECT src.ord, src.id::text FROM src JOIN ins ON ins.id = src.id"
         " ORDER BY src.ord",
@@ -575,8 +580,13 @@ static const char *const shared[OQ__SQL__COUNT] = {
     /* claimed items of the queue, of live and not yet reaped sessions */
     [OQ__SQL_QUEUE_RUNNING] = "SELECT count(*) FROM onceq_items"
                               " WHERE claim IS NOT NULL AND queue = $1::text",
+    /* paused first (oq_queue_paused_get reads only it), then the limits
+     * as oq_queue_controls_get gives them: -1 for none */
     [OQ__SQL_QUEUE_GET] =
-        "SELECT paused FROM onceq_queues WHERE queue = $1::text",
+        "SELECT paused, coalesce(max_running, -1),"
+        " coalesce(rate_limit, -1), coalesce((extract(epoch FROM"
+        " rate_interval) * 1000)::int8, -1)"
+        " FROM onceq_queues WHERE queue = $1::text",
     [OQ__SQL_ENQUEUE_KEEP_RESULT] = "UPDATE onceq_items SET keep_result = true"
                                     " WHERE id = $1::uuid",
 };

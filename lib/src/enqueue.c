@@ -35,6 +35,18 @@ static oq_err check_opts(oq_db *db, const oq_enqueue_opts *o, row_params *rp)
     return oq__db_fail(db, OQ_ERR_INVALID, NULL,
                        "max_attempts must be positive (got %d)",
                        o->max_attempts);
+  if (o->ordering_key && !*o->ordering_key)
+    return oq__db_fail(db, OQ_ERR_INVALID, NULL,
+                       "ordering_key is empty; give a key, or NULL for none");
+  if (o->ordering_key && strlen(o->ordering_key) > OQ_MAX_ORDERING_KEY_BYTES)
+    return oq__db_fail(db, OQ_ERR_INVALID, NULL,
+                       "ordering_key is %zu bytes long; a key is at most %d "
+                       "bytes (hash a longer one)",
+                       strlen(o->ordering_key), OQ_MAX_ORDERING_KEY_BYTES);
+  if (o->ordering_key_field && !*o->ordering_key_field)
+    return oq__db_fail(db, OQ_ERR_INVALID, NULL,
+                       "ordering_key_field is empty; name a field, or NULL "
+                       "for none");
   snprintf(rp->prio, sizeof rp->prio, "%d", o->priority);
   snprintf(rp->delay, sizeof rp->delay, "%lld",
            (long long)(o->delay_ms > 0 ? o->delay_ms : 0));
@@ -61,15 +73,15 @@ static oq_err enqueue_row(oq_db *db, const oq_enqueue_opts *o, char *id_out,
   oq_err e0 = check_opts(db, o, &rp);
   if (e0 != OQ_OK)
     return e0;
-  const char *params[7] = {queue_of(o),  o->payload ? o->payload : "{}",
-                           rp.prio,      o->run_at,
-                           rp.delay,     rp.maxa,
-                           o->unique_key};
+  const char *params[8] = {queue_of(o),   o->payload ? o->payload : "{}",
+                           rp.prio,       o->run_at,
+                           rp.delay,      rp.maxa,
+                           o->unique_key, o->ordering_key};
   oq_engine eng = oq_db_engine(db);
   /* If the key's holder is acknowledged between our INSERT and SELECT the
    * key is free again, so try the insert once more. */
   for (int round = 0; round < 3; round++) {
-    oq_err e = oq_db_query(db, oq__sql(eng, OQ__SQL_ENQUEUE), 7, params,
+    oq_err e = oq_db_query(db, oq__sql(eng, OQ__SQL_ENQUEUE), 8, params,
                            read_id, id_out);
     if (e != OQ_OK && oq_enqueue_too_large(db))
       return oq__db_fail(db, OQ_ERR_INVALID,
@@ -131,8 +143,10 @@ oq_err oq_enqueue_many(oq_db *db, const oq_enqueue_opts *o,
   oq_err e = check_opts(db, o, &rp);
   if (e != OQ_OK)
     return e;
-  const char *params[7] = {payloads, queue_of(o), rp.prio,  o->run_at,
-                           rp.delay, rp.maxa,     key_field};
-  return oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_ENQUEUE_MANY), 7,
+  const char *params[9] = {
+      payloads,       queue_of(o), rp.prio,   o->run_at,
+      rp.delay,       rp.maxa,     key_field, o->ordering_key_field,
+      o->ordering_key};
+  return oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_ENQUEUE_MANY), 9,
                      params, on_row, ud);
 }

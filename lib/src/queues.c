@@ -5,6 +5,7 @@
  * talks to workers.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -54,6 +55,32 @@ oq_err oq_queue_paused_get(oq_db *db, const char *queue, bool *paused)
   const char *params[1] = {queue};
   return oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_QUEUE_GET), 1,
                             params, read_paused, paused, NULL);
+}
+
+static oq_err read_controls(void *ud, int ncols, const char *const *v)
+{
+  oq_queue_controls *c = ud;
+  if (ncols < 4 || !v[1] || !v[2] || !v[3])
+    return OQ_ERR_SQL;
+  c->paused = v[0] && (v[0][0] == 't' || v[0][0] == 'T');
+  c->max_running = (int)strtol(v[1], NULL, 10);
+  c->rate_limit = (int)strtol(v[2], NULL, 10);
+  c->rate_interval_ms = strtoll(v[3], NULL, 10);
+  return OQ_OK;
+}
+
+oq_err oq_queue_controls_get(oq_db *db, const char *queue,
+                             oq_queue_controls *out)
+{
+  *out = (oq_queue_controls){
+      .max_running = -1, .rate_limit = -1, .rate_interval_ms = -1};
+  oq__db_clear(db);
+  oq_err e = check_name(db, queue);
+  if (e != OQ_OK)
+    return e;
+  const char *params[1] = {queue};
+  return oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_QUEUE_GET), 1,
+                            params, read_controls, out, NULL);
 }
 
 oq_err oq_queue_set_limits(oq_db *db, const char *queue, int max_running)

@@ -7,6 +7,10 @@
  *    one probe per queue, on the ready index (onceq_items_ready, leading
  *    column queue, WHERE claim IS NULL) and on onceq_dead_queue; queues
  *    that only have claimed items come from the claim index;
+ *  - blocked keys: one statement for every queue over
+ *    onceq_items_key_failed (schema v7: the keyed items that failed and
+ *    wait), each with one probe of onceq_items_key_order for an earlier
+ *    item of its key; it reads the failed items, not the table;
  *  - ready / scheduled / lag walk the distinct priorities of a queue in the
  *    ready index (queue, priority DESC, run_at): for one (queue, priority)
  *    the ready items are a prefix of run_at and the scheduled ones the
@@ -67,6 +71,16 @@ static const char SQL_DIED_60S[] =
     " ELSE 0 END)::int8 FROM (SELECT queue, created_at FROM onceq_dead"
     " WHERE died_at > now() - interval '60 seconds' LIMIT " CAP1
     ") d GROUP BY queue";
+
+/* Blocked keys per queue: the failed, unclaimed keyed items (the partial
+ * index onceq_items_key_failed, schema v7) with no earlier item of their
+ * key, i.e. failed heads: the keys `onceq keys --blocked` lists. */
+static const char SQL_BLOCKED[] =
+    "SELECT queue, count(*) FROM (SELECT f.queue FROM onceq_items f"
+    " WHERE f.ordering_key IS NOT NULL AND f.last_error IS NOT NULL"
+    " AND f.claim IS NULL AND NOT EXISTS (SELECT 1 FROM onceq_items e"
+    " WHERE e.queue = f.queue AND e.ordering_key = f.ordering_key"
+    " AND e.enqueue_seq < f.enqueue_seq) LIMIT " CAP1 ") b GROUP BY queue";
 
 static const char SQL_TOP_PRIORITY[] =
     "SELECT max(priority) FROM onceq_items WHERE claim IS NULL AND queue = $1";
@@ -297,7 +311,8 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
 {
   memset(out, 0, sizeof *out);
   names ns = {0};
-  qv_rows running = {0}, done = {0}, died = {0}, paused = {0}, r = {0};
+  qv_rows running = {0}, done = {0}, died = {0}, paused = {0}, r = {0},
+          blocked = {0};
   out->mono_ms = oq_monotonic_ms();
   oq_err e = qv_query(db, SQL_NOW, 0, NULL, &r);
   if (e == OQ_OK) {
@@ -319,6 +334,8 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
     e = grouped(db, SQL_DIED_60S, &ns, &died);
   if (e == OQ_OK && out->history)
     e = grouped(db, SQL_DONE_60S, &ns, &done);
+  if (e == OQ_OK) /* its queues have unclaimed items: already named */
+    e = grouped(db, SQL_BLOCKED, &ns, &blocked);
   if (e != OQ_OK)
     goto out;
 
@@ -352,6 +369,7 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
     qs->max_running = grouped_count(&paused, qs->queue, 2, -1);
     qs->rate_limit = grouped_count(&paused, qs->queue, 3, -1);
     qs->rate_interval_ms = grouped_count(&paused, qs->queue, 4, -1);
+    qs->blocked = grouped_count(&blocked, qs->queue, 1, 0);
     qs->died_60s = grouped_count(&died, qs->queue, 1, 0);
     qs->new_died_60s = grouped_count(&died, qs->queue, 2, 0);
     e = queue_detail(db, qs);
@@ -378,6 +396,7 @@ out:
   qv_rows_free(&done);
   qv_rows_free(&died);
   qv_rows_free(&paused);
+  qv_rows_free(&blocked);
   if (e != OQ_OK)
     qv_snapshot_free(out);
   return e;

@@ -8,6 +8,9 @@
  *  - ready: unclaimed, run_at <= now(); scheduled: unclaimed, run_at in
  *    the future; running: claimed; dead: in onceq_dead.
  *  - lag: the age of the oldest ready item (now() - its run_at).
+ *  - blocked keys: ordering keys whose head (the item with the lowest
+ *    enqueue_seq) has failed and is not running, so the key's other items
+ *    wait (strict order): what `onceq keys --blocked` lists (keys_view.h).
  *  - arrivals (last 60 s): items created in the window, wherever they are
  *    now: acked (onceq_done, needs history), dead, or live. A live ready
  *    item is counted by its run_at, a range of the ready index (run_at is
@@ -47,6 +50,7 @@ typedef struct qv_qstat {
   long scheduled;   /* capped count */
   long running;     /* capped count (from the claim index) */
   long dead;        /* capped count */
+  long blocked;     /* capped count of blocked keys */
   bool paused;      /* claims skip it (`onceq pause`, onceq/queues.h) */
   long max_running; /* fleet-wide concurrency limit; -1: none */
   long rate_limit;  /* starts per rate_interval_ms; -1: none */

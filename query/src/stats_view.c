@@ -328,6 +328,7 @@ static void print_json(FILE *f, oq_db *db, const qv_snapshot *s, const rates *r,
     json_qcount(&j, "scheduled", q->scheduled);
     json_qcount(&j, "running", q->running);
     json_qcount(&j, "dead", q->dead);
+    json_qcount(&j, "blocked_keys", q->blocked);
     cm_json_bool(&j, "paused", q->paused);
     if (q->max_running < 0)
       cm_json_raw(&j, "concurrency_limit", NULL);
@@ -452,9 +453,15 @@ static void print_human(FILE *f, const qv_snapshot *s, const rates *r,
       snprintf(lim + used, sizeof lim - used, " rate %ld/%s", q->rate_limit,
                per);
     }
-    fprintf(f, "%-18.18s %8s %8s %8s %8s %8s %7s %8s%s%s%s\n", qname, b[0],
+    char blk[48] = ""; /* `onceq keys --blocked` lists them */
+    if (q->blocked > 0) {
+      qv_fmt_count(b[7], sizeof b[7], q->blocked);
+      snprintf(blk, sizeof blk, " %s blocked key%s", b[7],
+               q->blocked == 1 ? "" : "s");
+    }
+    fprintf(f, "%-18.18s %8s %8s %8s %8s %8s %7s %8s%s%s%s%s\n", qname, b[0],
             b[1], b[2], b[3], b[4], b[5], b[6], q->approx ? " ~" : "",
-            q->paused ? " paused" : "", lim);
+            q->paused ? " paused" : "", lim, blk);
   }
   sum_queues(s, &t);
   if (s->nq == 0)

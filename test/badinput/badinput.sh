@@ -187,6 +187,16 @@ bulk_case "bulk push, line 2's unique key is a 1200-digit number" 1 \
   '^onceq: push: line 2: field "k" is 1200 bytes long' 'rejected lines 1-2' \
   "$t/longnum.jsonl" --unique-key-field k
 
+# ---- --ordering-key-field: too long or empty on a line ---------------------
+{ echo '{"k": "a"}'; echo "{\"k\": \"$longkey\"}"; echo '{"k": "b"}'; } >"$t/longokey.jsonl"
+bulk_case "bulk push, line 2's ordering key is 3000 bytes" 1 \
+  '^onceq: push: line 2: field "k" is 3000 bytes long; an ordering key is at most 1000 bytes \(--ordering-key-field\)$' \
+  'rejected lines 1-3 \(line 2: ordering key too long\)' "$t/longokey.jsonl" --ordering-key-field k
+{ echo '{"k": "a"}'; echo '{"k": ""}'; } >"$t/emptyokey.jsonl"
+bulk_case "bulk push, line 2's ordering key is empty" 1 \
+  '^onceq: push: line 2: an empty ordering key in field "k" \(--ordering-key-field needs a string or a number on every line\)$' \
+  'rejected lines 1-2 \(line 2: no usable ordering key field\)' "$t/emptyokey.jsonl" --ordering-key-field k
+
 # ---- a line only the server refuses is named by its own number -------------
 # A CHECK an operator added to onceq_items refuses line 5 of 8: bisection
 # runs the real insert (rolled back), so the report names line 5, not the
@@ -348,6 +358,15 @@ cli_case "push --queue of 9000 bytes (over NOTIFY's limit)" 2 \
 cli_case "push --unique-key of 9000 bytes (over the index limit)" 2 \
   '^onceq: push: --unique-key is 9000 bytes long; a key is at most 1000 bytes' \
   push --unique-key "$(head -c 9000 /dev/zero | tr '\0' k)" '{}'
+cli_case "push --ordering-key ''" 2 \
+  '^onceq: push: --ordering-key needs a key \(an empty key is not one\)' \
+  push --ordering-key '' '{}'
+cli_case "push --ordering-key of 9000 bytes (over the index limit)" 2 \
+  '^onceq: push: --ordering-key is 9000 bytes long; a key is at most 1000 bytes' \
+  push --ordering-key "$(head -c 9000 /dev/zero | tr '\0' k)" '{}'
+cli_case "push --ordering-key-field with one PAYLOAD" 2 \
+  '^onceq: push: --atomic, --unique-key-field, --ordering-key-field and --batch are for bulk pushes from stdin' \
+  push --ordering-key-field k '{}'
 cli_case "coordinator --notify-url port 99999 with credentials" 2 \
   '^onceq: coordinator: --notify-url URL is not usable: .*[Pp]ort' \
   coordinator --notify-url "http://u:$SECRET@127.0.0.1:99999/hook"

@@ -48,7 +48,7 @@ bad '^onceq: push: --run-at tomorrowish is not a usable timestamp; write it like
 bad '^onceq: push: --max-attempts must be a number >= 1' \
   push --max-attempts 0 '{}'
 bad '^onceq: push: unknown option --colour' push --colour '{}'
-bad '^onceq: push: --atomic, --unique-key-field and --batch are for bulk' \
+bad '^onceq: push: --atomic, --unique-key-field, --ordering-key-field and --batch are for bulk' \
   push --atomic '{}'
 bad "^onceq: show: no item $unknown \(not live, not dead, not in the done history\)$" \
   show "$unknown"

@@ -2,7 +2,8 @@
 # cli_keys: `onceq keys` shows each ordering key's head and the items
 # waiting behind it; --blocked only the keys whose head failed (it holds
 # the rest back until it succeeds or is dead-lettered), with its last
-# error. A cancelled head unblocks its key.
+# error. `onceq stats` counts the blocked keys per queue (text and
+# --json). A cancelled head unblocks its key.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../harness/oq_harness.sh
 . "$here/../harness/oq_harness.sh"
@@ -38,8 +39,19 @@ oq_run_cli "$t/bl.out" "$t/bl.err" keys --blocked
 oq_check "the table names the error" \
   "$(grep -c 'upstream 503' "$t/bl.out")" 1
 
+oq_run_cli "$t/st.json" "$t/st.err" --json stats
+oq_check "stats --json counts ord's blocked key" \
+  "$(oq_jget "$t/st.json" '[q["blocked_keys"] for q in d["queues"] if q["queue"] == "ord"]')" \
+  "[1]"
+oq_run_cli "$t/st.out" "$t/st.err" stats
+oq_match "stats shows it" "$(grep '^ord ' "$t/st.out")" " 1 blocked key\$"
+
 oq_run_cli "$t/c.out" "$t/c.err" cancel "$head"
 oq_check "cancel exit" "$OQ_RC" 0
 oq_run_cli "$t/none.out" "$t/none.err" keys --blocked
 oq_check "no blocked key after the cancel" "$(cat "$t/none.out")" "no blocked keys"
+oq_run_cli "$t/st0.json" "$t/st0.err" --json stats
+oq_check "stats --json: none after the cancel" \
+  "$(oq_jget "$t/st0.json" '[q["blocked_keys"] for q in d["queues"] if q["queue"] == "ord"]')" \
+  "[0]"
 echo "PASS cli_keys"

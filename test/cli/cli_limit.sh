@@ -19,8 +19,11 @@ oq_q "CREATE TABLE ledger (item_id uuid PRIMARY KEY)"
 # ---------------------------------------------------------------- usage
 oq_run_cli "$t/u.out" "$t/u.err" limit
 oq_check "limit without a queue: usage error" "$OQ_RC" 2
-oq_run_cli "$t/u.out" "$t/u.err" limit lq
-oq_check "limit without --concurrency: usage error" "$OQ_RC" 2
+oq_run_cli "$t/sh0.out" "$t/sh0.err" limit lq
+oq_check "limit QUEUE with no option shows it" "$OQ_RC" 0
+oq_check "a queue without controls" "$(cat "$t/sh0.out")" "queue lq: no concurrency limit
+queue lq: no rate limit
+queue lq: not paused"
 oq_run_cli "$t/u.out" "$t/u.err" limit lq --concurrency -1
 oq_check "a negative limit: usage error" "$OQ_RC" 2
 oq_run_cli "$t/u.out" "$t/u.err" limit lq --concurrency 2x
@@ -63,6 +66,18 @@ oq_run_cli "$t/sj.out" "$t/sj.err" --json stats
 oq_check "stats --json concurrency_limit" \
   "$(oq_jget "$t/sj.out" '[q["concurrency_limit"] for q in d["queues"] if q["queue"] == "lq"]')" \
   "[$limit]"
+oq_run_cli "$t/pz.out" "$t/pz.err" pause lq
+oq_check "pause lq" "$OQ_RC" 0
+oq_run_cli "$t/sh1.out" "$t/sh1.err" limit lq
+oq_check "limit lq shows the limit and the pause" "$(cat "$t/sh1.out")" \
+  "queue lq: at most $limit items claimed at once
+queue lq: no rate limit
+queue lq: paused"
+oq_run_cli "$t/sh1.json" "$t/sh1.err" --json limit lq
+oq_check "limit lq --json" \
+  "$(oq_jget "$t/sh1.json" 'd["queue"], d["concurrency"], d["rate"], d["paused"]')" \
+  "lq $limit None True"
+oq_run_cli "$t/pz.out" "$t/pz.err" resume lq
 oq_run_cli "$t/n.out" "$t/n.err" --json limit lq --concurrency none
 oq_check "limit none --json" "$(oq_jget "$t/n.out" 'd["concurrency"]')" "None"
 
@@ -92,6 +107,13 @@ oq_run_cli "$t/sj.out" "$t/sj.err" --json stats
 oq_check "stats --json rate_limit" \
   "$(oq_jget "$t/sj.out" '[(q["rate_limit"], q["rate_interval_ms"]) for q in d["queues"] if q["queue"] == "rq"]')" \
   "[(5, 500)]"
+oq_run_cli "$t/rs.out" "$t/rs.err" limit rq
+oq_check "limit rq shows the rate" "$(sed -n 2p "$t/rs.out")" \
+  "queue rq: at most 5 starts per 500ms"
+oq_run_cli "$t/rs.json" "$t/rs.err" --json limit rq
+oq_check "limit rq --json rate" \
+  "$(oq_jget "$t/rs.json" 'd["rate"], d["rate_interval_ms"], d["concurrency"]')" \
+  "5 500 None"
 oq_run_cli "$t/rn.out" "$t/rn.err" --json limit rq --rate none
 oq_check "limit --rate none --json" "$(oq_jget "$t/rn.out" 'd["rate"]')" "None"
 oq_log "ok"

@@ -28,6 +28,7 @@ target_link_libraries(it_coord_schedule_race PRIVATE onceq_coordinator
 # one interval); they want a quiet machine.
 set(_n NEEDS onceq LABELS integration)
 oq_add_script_test(NAME it_coord_stats SCRIPT it_stats.sh TIMEOUT 90 ${_n})
+oq_add_script_test(NAME it_coord_blocked_keys SCRIPT it_blocked_keys.sh TIMEOUT 60 ${_n})
 oq_add_script_test(NAME it_coord_failover SCRIPT it_failover.sh TIMEOUT 90
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_coord_retention SCRIPT it_retention.sh TIMEOUT 90 ${_n})

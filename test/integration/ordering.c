@@ -15,7 +15,10 @@
  *  - drained by several workers (threads, one connection and session
  *    each), every key's acknowledgements commit in enqueue order: each ack
  *    writes a ledger row in the ack transaction and refuses (the ack rolls
- *    back) if its key already has a later item in the ledger.
+ *    back) if its key already has a later item in the ledger;
+ *  - keys given through oq_enqueue and oq_enqueue_many (ordering_key,
+ *    ordering_key_field) run in the order they were enqueued; an empty
+ *    or too long key is refused.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -341,6 +344,101 @@ static void test_workers(oq_db *db)
          acked);
 }
 
+/* The item's "i" payload field. */
+static long payload_i(oq_db *db, const char *payload)
+{
+  return QLONG(db, "SELECT ($1::jsonb ->> 'i')::int8", payload);
+}
+
+/*
+ * Keyed items enqueued through the C API (oq_enqueue's ordering_key;
+ * oq_enqueue_many's ordering_key for every item, or ordering_key_field for
+ * each element's own) are stored with their key and run in the order they
+ * were enqueued: each claim takes at most one item per key, and per key
+ * the "i" fields come back 1, 2, 3, ...
+ */
+static void test_enqueue_api(oq_db *db, const oq_session *w)
+{
+  char id[OQ_UUID_LEN + 1];
+  oq_enqueue_opts bad = {.queue = "api", .ordering_key = ""};
+  ASSERT_ERR(OQ_ERR_INVALID, oq_enqueue(db, &bad, id, NULL));
+  ASSERT(strstr(oq_db_errmsg(db), "ordering_key") != NULL);
+  char longkey[OQ_MAX_ORDERING_KEY_BYTES + 2];
+  memset(longkey, 'k', sizeof longkey - 1);
+  longkey[sizeof longkey - 1] = '\0';
+  bad.ordering_key = longkey;
+  ASSERT_ERR(OQ_ERR_INVALID, oq_enqueue(db, &bad, id, NULL));
+  ASSERT_ERR(OQ_ERR_INVALID,
+             oq_enqueue_many(db, &bad, "[{}]", NULL, NULL, NULL));
+  bad.ordering_key = NULL;
+  bad.ordering_key_field = "";
+  ASSERT_ERR(OQ_ERR_INVALID,
+             oq_enqueue_many(db, &bad, "[{}]", NULL, NULL, NULL));
+
+  for (int i = 1; i <= 4; i++) {
+    char payload[32];
+    snprintf(payload, sizeof payload, "{\"i\": %d}", i);
+    oq_enqueue_opts o = {
+        .queue = "api", .payload = payload, .ordering_key = "one"};
+    ASSERT_OK(db, oq_enqueue(db, &o, id, NULL));
+  }
+  oq_enqueue_opts all = {.queue = "api", .ordering_key = "many"};
+  ASSERT_OK(db,
+            oq_enqueue_many(db, &all, "[{\"i\": 1}, {\"i\": 2}, {\"i\": 3}]",
+                            NULL, NULL, NULL));
+  oq_enqueue_opts per = {.queue = "api", .ordering_key_field = "k"};
+  ASSERT_OK(db, oq_enqueue_many(
+                    db, &per,
+                    "[{\"k\": \"x\", \"i\": 1}, {\"k\": \"y\", \"i\": 1},"
+                    " {\"k\": \"x\", \"i\": 2}, {\"k\": 7, \"i\": 1},"
+                    " {\"k\": \"y\", \"i\": 2}, {\"k\": \"x\", \"i\": 3}]",
+                    NULL, NULL, NULL));
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(DISTINCT ordering_key) FROM onceq_items"
+                  " WHERE queue = $1",
+                  "api"),
+            5);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_items WHERE queue = $1"
+                  " AND ordering_key IS NULL",
+                  "api"),
+            0);
+  const char *keys[5] = {"one", "many", "x", "y", "7"};
+  long next[5] = {1, 1, 1, 1, 1};
+  for (int round = 0; round < 10; round++) {
+    oq_item *it = NULL;
+    size_t n = SEM_CLAIM(db, w, "api", 100, &it);
+    if (n == 0) {
+      oq_items_free(it, n);
+      break;
+    }
+    bool seen[5] = {false};
+    for (size_t i = 0; i < n; i++) {
+      char key[16] = "";
+      ASSERT(QTEXT(db, key,
+                   "SELECT ordering_key FROM onceq_items WHERE id = $1",
+                   it[i].id));
+      int k = 0;
+      while (k < 5 && strcmp(keys[k], key) != 0)
+        k++;
+      ASSERT(k < 5);
+      ASSERT(!seen[k]); /* one item per key per claim */
+      seen[k] = true;
+      ASSERT_EQ(payload_i(db, it[i].payload), next[k]);
+      next[k]++;
+      ASSERT_OK(db, oq_ack(db, w, &it[i], NULL, NULL, NULL, NULL));
+    }
+    oq_items_free(it, n);
+  }
+  ASSERT_EQ(next[0], 5);
+  ASSERT_EQ(next[1], 4);
+  ASSERT_EQ(next[2], 4);
+  ASSERT_EQ(next[3], 3);
+  ASSERT_EQ(next[4], 2);
+  printf("ok ordering_key through oq_enqueue and oq_enqueue_many: per-key "
+         "enqueue order\n");
+}
+
 int main(void)
 {
   dsn_g = oqt_fresh_db("ordering", 1);
@@ -353,6 +451,7 @@ int main(void)
   test_parts(db);
   test_workers(db);
   test_parts_claim(db);
+  test_enqueue_api(db, w);
 
   ASSERT_OK(db, oq_session_end(db, w));
   oq_session_free(w);

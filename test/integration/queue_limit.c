@@ -9,6 +9,7 @@
  * each with its own connection and session, claim and ack the limited
  * queue as fast as they can while a sampler counts its claimed items every
  * 20 ms: never more than the limit, and every item is acknowledged once.
+ * oq_queue_controls_get reads the controls back.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -179,11 +180,41 @@ static void run_concurrent(oq_db *db)
   printf("ok concurrent claimers under the limit\n");
 }
 
+/* oq_queue_controls_get reads back what the setters stored, and -1 (none)
+ * for a queue without controls. */
+static void controls_read_back(oq_db *db)
+{
+  oq_queue_controls qc;
+  ASSERT_ERR(OQ_ERR_INVALID, oq_queue_controls_get(db, "", &qc));
+  ASSERT_OK(db, oq_queue_controls_get(db, "lq_none", &qc));
+  ASSERT_EQ(qc.paused, false);
+  ASSERT_EQ(qc.max_running, -1);
+  ASSERT_EQ(qc.rate_limit, -1);
+  ASSERT_EQ(qc.rate_interval_ms, -1);
+  ASSERT_OK(db, oq_queue_set_limits(db, "lq_ctl", 7));
+  ASSERT_OK(db, oq_queue_set_rate(db, "lq_ctl", 10, 1500));
+  ASSERT_OK(db, oq_queue_pause(db, "lq_ctl"));
+  ASSERT_OK(db, oq_queue_controls_get(db, "lq_ctl", &qc));
+  ASSERT_EQ(qc.paused, true);
+  ASSERT_EQ(qc.max_running, 7);
+  ASSERT_EQ(qc.rate_limit, 10);
+  ASSERT_EQ(qc.rate_interval_ms, 1500);
+  ASSERT_OK(db, oq_queue_set_limits(db, "lq_ctl", -1));
+  ASSERT_OK(db, oq_queue_set_rate(db, "lq_ctl", 0, 0));
+  ASSERT_OK(db, oq_queue_controls_get(db, "lq_ctl", &qc));
+  ASSERT_EQ(qc.max_running, -1);
+  ASSERT_EQ(qc.rate_limit, -1);
+  ASSERT_EQ(qc.rate_interval_ms, -1);
+  ASSERT_OK(db, oq_queue_resume(db, "lq_ctl"));
+  printf("ok controls read back\n");
+}
+
 int main(void)
 {
   const char *dsn = oqt_fresh_db("queue_limit", 1);
   oq_db *db = oqt_connect(dsn);
   ASSERT_ERR(OQ_ERR_INVALID, oq_queue_set_limits(db, "", 1));
+  controls_read_back(db);
   run_form(db, false);
   run_form(db, true);
   g_dsn = dsn;

@@ -26,6 +26,10 @@ extern "C" {
  * (v4, onceq_items_payload_size: SQLSTATE 23514), so a plain INSERT from
  * any language is refused too; docs/enqueue.md, "Payload size". */
 #define OQ_MAX_PAYLOAD_BYTES 1048576
+/* The longest ordering key oq_enqueue takes, in bytes: it is an index key
+ * (a btree entry holds at most about 2700 bytes); `onceq push` allows the
+ * same for --queue, --unique-key and --ordering-key. */
+#define OQ_MAX_ORDERING_KEY_BYTES 1000
 
 typedef struct oq_enqueue_opts {
   const char *queue;      /* NULL: "default" */
@@ -36,6 +40,14 @@ typedef struct oq_enqueue_opts {
   const char *unique_key; /* at most one live item per key; NULL: none */
   int max_attempts;       /* 0: 25 */
   bool keep_result;       /* keep its outcome for oq_wait (keep_result) */
+  /* Items of one queue and one ordering key run one at a time, in enqueue
+   * order (docs/enqueue.md, "Ordering keys"); NULL: no key. Not empty, at
+   * most OQ_MAX_ORDERING_KEY_BYTES. oq_enqueue_many: every item's key. */
+  const char *ordering_key;
+  /* oq_enqueue_many only: the object field whose value (a string or a
+   * number, as ->> gives it) is each item's ordering key; an element
+   * without it gets ordering_key. NULL: none. Not empty. */
+  const char *ordering_key_field;
 } oq_enqueue_opts;
 
 typedef enum oq_enqueue_status {
@@ -48,7 +60,8 @@ typedef enum oq_enqueue_status {
  * unique_key that already exists, nothing is inserted, id_out gets the
  * existing id and *status (may be NULL) OQ_ENQUEUE_DUPLICATE. Invalid JSON
  * gives OQ_ERR_INVALID, and so does a payload over OQ_MAX_PAYLOAD_BYTES
- * (SQLSTATE 23514, a message naming the limit and the fix).
+ * (SQLSTATE 23514, a message naming the limit and the fix), and an empty
+ * or too long ordering_key (nothing is sent).
  * Blocks: one statement (up to three when its unique_key keeps changing hands),
  * not retried: it is part of your transaction, whose runner (oq_db_transact)
  * reruns it; bounded by the deadline.
@@ -60,8 +73,11 @@ OQ_MUST_CHECK oq_err oq_enqueue(oq_db *db, const oq_enqueue_opts *opts,
  * Insert many items in one statement, in the caller's transaction (the
  * bulk path of `onceq push`). payloads is one JSON array whose elements
  * are the items' payloads; the other options come from opts (queue,
- * priority, delay_ms or run_at, max_attempts; payload, unique_key and
- * keep_result are not used), the same for every item. key_field (NULL:
+ * priority, delay_ms or run_at, max_attempts, ordering_key and
+ * ordering_key_field; payload, unique_key and keep_result are not used),
+ * the same for every item; the items' enqueue order is array order. The
+ * keys ordering_key_field finds are the elements' own: the caller checks
+ * them (`onceq push` refuses an empty or long one). key_field (NULL:
  * none) names the object field whose value is each item's unique key: an
  * item whose key a live item holds is skipped (ON CONFLICT DO NOTHING).
  * on_row (may be NULL) is called with (ordinal in the array from 1, new

@@ -71,6 +71,21 @@ OQ_MUST_CHECK oq_err oq_queue_set_rate(oq_db *db, const char *queue, int starts,
 OQ_MUST_CHECK oq_err oq_queue_paused_get(oq_db *db, const char *queue,
                                          bool *paused);
 
+/* A queue's controls as stored now (oq_queue_controls_get). */
+typedef struct oq_queue_controls {
+  bool paused;              /* claims skip the queue */
+  int max_running;          /* concurrency limit; -1: none */
+  int rate_limit;           /* starts per rate_interval_ms; -1: none */
+  int64_t rate_interval_ms; /* the rate limit's interval; -1: none */
+} oq_queue_controls;
+
+/* *out: queue's controls (`onceq limit QUEUE` shows them): not paused and
+ * -1 (no limit) everywhere for a queue that has none. Needs SELECT on
+ * onceq_queues.
+ * Blocks: one read, retried like a claim: bounded by the deadline. */
+OQ_MUST_CHECK oq_err oq_queue_controls_get(oq_db *db, const char *queue,
+                                           oq_queue_controls *out);
+
 #ifdef __cplusplus
 }
 #endif
