@@ -13,9 +13,9 @@
  * named last (a pipeline's, about to be sent); a restart (40001) reruns the
  * whole callback, also when the 40001 hits a library call that retries
  * on its own outside a transaction (it must hand the restart to the
- * transaction, not rerun its statement in the aborted one); a heartbeat whose connection cannot be made starts at
- * once, lands no beat and lets the session fence itself by its clock,
- * while one that can connect lands beats.
+ * transaction, not rerun its statement in the aborted one); a heartbeat whose
+ * connection cannot be made starts at once, lands no beat and lets the session
+ * fence itself by its clock, while one that can connect lands beats.
  */
 #include <libpq-fe.h>
 #include <stdbool.h>
