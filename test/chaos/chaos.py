@@ -31,8 +31,8 @@ replays the same schedule: kinds, targets, delays, batches). Kinds:
 With --flow (issue 23 §5; CI: chaos_worker_flow) the run also has:
   - ordering keys: about half of the --sql items and most --exec ones
     carry an ordering_key, set by the same plain INSERT, about ten keys
-    live per hundred items so that several items of a key wait at once; the --sql
-    statement reads the item's enqueue_seq and claimed_at and bumps a
+    live per hundred items so that several items of a key wait at once;
+    the --sql statement reads the item's enqueue_seq and claimed_at, bumps a
     per-key counter (key_clock, an upsert: its row lock is held to the
     commit, so the counter's order IS the commit order of a key's acks),
     all written into the ledger in the ack transaction;
@@ -92,8 +92,8 @@ SAMPLE_MS = 100
 
 
 # The --flow workers' statement, in the ack transaction: the item's
-# enqueue_seq and claimed_at (read from its row, which only the claim holder
-# can still see claimed), the key's ack counter (key_clock: an upsert whose
+# enqueue_seq and claimed_at (read from its row, still there in the ack
+# transaction: the DELETE comes after this statement), the key's ack counter (key_clock: an upsert whose
 # row lock is held until the commit, so a key's counter values are in the
 # order its acks committed), the limited queue's work (pg_sleep), a poison
 # item's division by zero. A second ack of an item would be a second row.
@@ -164,7 +164,6 @@ class Chaos:
         self.psql_said = {}      # batch -> True committed / False rolled back / None unknown
         self.items = {}          # n -> (kind, poison)
         self.item_key = {}       # n -> ordering key (--flow), absent: none
-        self.item_queue = {}     # n -> queue
         self.bursts = 0
         self.samples = []        # (ms, live claimed, claimed, queued) of LIM_QUEUE
         self.sample_errors = 0
@@ -422,7 +421,6 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
                 "'%s'" % key if key and not self.a.sabotage else "NULL"))
             ns.append(n)
             self.items[n] = ("exec" if ex else "sql", poison)
-            self.item_queue[n] = queue
             if key:
                 self.item_key[n] = key
         self.batches[b] = (ns, commit)
