@@ -133,11 +133,13 @@ PASS_DEFS=(
 # (docs/testing.md, "CockroachDB traits pass"): the switch itself, per-
 # statement migrations, the ack semantics without READ COMMITTED heartbeats
 # (client retries), per-queue claims, waiting by polling, the worker's
-# runtime and faults without NOTIFY, partition rounds, the coordinator's
-# lease and schedules. About 3 minutes (CI budget: 45 for all passes); not
-# the NOTIFY latency test (PostgreSQL-only), nor the slowest repeats of the
-# same paths (parts_churn, parts_rules, it_worker_exec, it_coord_stats).
-TRAITS_TESTS='^(it_lib_engine_traits|it_lib_migrate_statements|it_lib_concurrent_ack|it_lib_reap_releases|it_lib_ack_many|it_lib_poison|it_lib_ordering|it_lib_claim_queues|it_lib_queue_pause|it_lib_queue_limit|it_lib_queue_rate|it_lib_serializable_retries|it_lib_wait_results|it_lib_wait_fanout|it_cli_wait|it_worker_sql|it_worker_sigkill|it_worker_ordered_sigkill|it_worker_sigstop|it_worker_pg_restart|it_lib_parts_assign|it_coord_failover|it_coord_schedule)$'
+# runtime and faults without NOTIFY, ordering keys and queue limits under
+# the chaos driver (chaos_worker_flow, about 40 s), partition rounds, the
+# coordinator's lease and schedules. About 4 minutes (CI budget: 45 for all
+# passes); not the NOTIFY latency test (PostgreSQL-only), nor the slowest
+# repeats of the same paths (parts_churn, parts_rules, it_worker_exec,
+# it_coord_stats).
+TRAITS_TESTS='^(it_lib_engine_traits|it_lib_migrate_statements|it_lib_concurrent_ack|it_lib_reap_releases|it_lib_ack_many|it_lib_poison|it_lib_ordering|it_lib_claim_queues|it_lib_queue_pause|it_lib_queue_limit|it_lib_queue_rate|it_lib_serializable_retries|it_lib_wait_results|it_lib_wait_fanout|it_cli_wait|it_worker_sql|it_worker_sigkill|it_worker_ordered_sigkill|chaos_worker_flow|it_worker_sigstop|it_worker_pg_restart|it_lib_parts_assign|it_coord_failover|it_coord_schedule)$'
 
 # PostgreSQL majors besides 15 (passes 7 and 8; test/harness/pg_versions.sh
 # pins the package versions): the whole integration suite, read committed,

@@ -28,6 +28,30 @@ replays the same schedule: kinds, targets, delays, batches). Kinds:
   part_join         a --partitioned worker joins
   part_leave        a --partitioned worker leaves (SIGTERM: a clean drain)
 
+With --flow (issue 23 §5; CI: chaos_worker_flow) the run also has:
+  - ordering keys: about half of the --sql items and most --exec ones
+    carry an ordering_key, set by the same plain INSERT, about ten keys
+    live per hundred items so that several items of a key wait at once;
+    the --sql statement reads the item's enqueue_seq and claimed_at, bumps a
+    per-key counter (key_clock, an upsert: its row lock is held to the
+    commit, so the counter's order IS the commit order of a key's acks),
+    all written into the ledger in the ack transaction;
+  - queue chaos_lim with `onceq limit --concurrency 3` and queue
+    chaos_rate with `onceq limit --rate 10/1s`, their items enqueued in
+    three bursts (a burst far above either limit, so that a limit that
+    does not hold shows), the limited ones sleeping 250 ms in the
+    statement; a sampler thread counts, every 100 ms, chaos_lim's items
+    claimed by live sessions (heartbeat + expiry not past) and at all.
+  Its verdict adds: per key, the counter runs 1..m and enqueue_seq rises
+  with it (acks commit in enqueue order), a dead-lettered keyed item died
+  after the key's earlier acks and before its later ones; every overlap of
+  two --exec attempts of one KEY is explained like those of one item (a
+  lost session); the sampled claimed count never above the limit; for the
+  rate-limited queue's acked claims (claimed_at), any k of them within t ms
+  satisfy k <= 2N + N*t/D (the bucket's N + N*t/D plus one interval's
+  tolerance); and all of the above. --sabotage (a self-check, by hand)
+  leaves out the ordering_key column and the limits: its verdict must FAIL.
+
 Verdict (all must hold): 0 duplicates (ledger rows per item <= 1), 0 lost
 (every committed item acked or dead), 0 left (onceq_items empty), 0 rows
 from rolled-back enqueues, every --exec overlap explained by a fault that
@@ -60,6 +84,29 @@ import time
 EXPIRY_MS = 3000
 HEARTBEAT_MS = 500
 STARTUP_MS = 15000  # an exit this soon after start is a failed start
+# --flow: the two limited queues, their limits and bursts
+LIM_QUEUE, LIMIT, LIM_SLEEP = "chaos_lim", 3, 0.25
+RATE_QUEUE, RATE_N, RATE_D_MS = "chaos_rate", 10, 1000
+BURSTS, BURST_LIM, BURST_RATE = 3, 30, 40
+SAMPLE_MS = 100
+
+
+# The --flow workers' statement, in the ack transaction: the item's
+# enqueue_seq and claimed_at (read from its row, still there in the ack
+# transaction: the DELETE comes after this statement), the key's ack counter (key_clock: an upsert whose
+# row lock is held until the commit, so a key's counter values are in the
+# order its acks committed), the limited queue's work (pg_sleep), a poison
+# item's division by zero. A second ack of an item would be a second row.
+FLOW_SQL = ("WITH it AS (SELECT enqueue_seq, claimed_at FROM onceq_items"
+            " WHERE id = $2 AND 1 / (CASE WHEN coalesce(($1->>'poison')::bool,"
+            " false) THEN 0 ELSE 1 END) = 1),"
+            " z AS (SELECT pg_sleep(coalesce(($1->>'sleep')::float8, 0)) AS s),"
+            " kc AS (INSERT INTO key_clock (k) SELECT $1->>'k'"
+            " WHERE $1->>'k' IS NOT NULL ON CONFLICT (k) DO UPDATE"
+            " SET c = key_clock.c + 1 RETURNING c)"
+            " INSERT INTO ledger (item_id, n, label, queue, okey, eseq, kc,"
+            " claimed_at) SELECT $2, ($1->>'n')::int, '%s', $3, $1->>'k',"
+            " it.enqueue_seq, (SELECT c FROM kc), it.claimed_at FROM it, z")
 
 
 def now_ms():
@@ -115,7 +162,12 @@ class Chaos:
         self.next_n = 1
         self.batches = {}        # batch -> (list of n, intended commit)
         self.psql_said = {}      # batch -> True committed / False rolled back / None unknown
-        self.items = {}          # n -> (queue, poison)
+        self.items = {}          # n -> (kind, poison)
+        self.item_key = {}       # n -> ordering key (--flow), absent: none
+        self.bursts = 0
+        self.samples = []        # (ms, live claimed, claimed, queued) of LIM_QUEUE
+        self.sample_errors = 0
+        self.sampling = False
         self.exec_log = os.path.join(self.tmp, "attempts.log")
         self.exec_script = os.path.join(self.tmp, "item.sh")
 
@@ -165,7 +217,10 @@ class Chaos:
                 "--concurrency", "4"]
             if partitioned:
                 cmd += ["--partitioned", "--orphan-after", "2s"]
-            if kind == "sql":
+            if kind == "sql" and self.a.flow:
+                cmd += ["--queue", "chaos", "--queue", LIM_QUEUE,
+                        "--queue", RATE_QUEUE, "--sql", FLOW_SQL % label]
+            elif kind == "sql":
                 cmd += ["--queue", "chaos", "--sql",
                         "INSERT INTO ledger (item_id, n, label)"
                         " SELECT $2, ($1->>'n')::int, '%s'"
@@ -281,8 +336,18 @@ class Chaos:
             raise RuntimeError("onceq migrate: " + r.stdout + r.stderr)
         self.sql("CREATE TABLE ledger (item_id uuid NOT NULL, n int NOT NULL,"
                  " label text NOT NULL, at timestamptz NOT NULL DEFAULT"
-                 " clock_timestamp());"
+                 " clock_timestamp(), queue text, okey text, eseq bigint,"
+                 " kc int, claimed_at timestamptz);"
+                 " CREATE TABLE key_clock (k text PRIMARY KEY,"
+                 " c int NOT NULL DEFAULT 1);"
                  " CREATE TABLE chaos_batches (b int NOT NULL)")
+        if self.a.flow and not self.a.sabotage:
+            for args in ([LIM_QUEUE, "--concurrency", str(LIMIT)],
+                         [RATE_QUEUE, "--rate", "%d/%dms" % (RATE_N, RATE_D_MS)]):
+                r = subprocess.run([self.cli, "--db", self.dsn, "limit"] + args,
+                                   capture_output=True, text=True, timeout=60)
+                if r.returncode != 0:
+                    raise RuntimeError("onceq limit: " + r.stdout + r.stderr)
         with open(self.exec_script, "w") as f:
             f.write("""#!/bin/sh
 # one attempt: $1 = the worker's label, $2 = the item id; payload on stdin
@@ -301,25 +366,47 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
         open(self.exec_log, "a").close()
 
     # ------------------------------------------------------------ enqueue
-    def enqueue_batch(self, b, scale=1.0):
+    def enqueue_batch(self, b, scale=1.0, burst=False):
         """One psql transaction. Its size is drawn around --batch times
         scale (the enqueuer's catch-up when psql is slow); each item's
         properties come from its own generator (seed, n), so item n is the
-        same item in every replay whatever the batch sizes."""
+        same item in every replay whatever the batch sizes. A --flow burst
+        is BURST_RATE items of RATE_QUEUE and BURST_LIM of LIM_QUEUE."""
         rng = self.brng
         mean = max(1.0, self.a.batch * scale)
         size = 1 + int(rng.random() * (2 * mean - 1))
+        if burst:
+            size = BURST_RATE + BURST_LIM
         size = min(size, self.a.items - (self.next_n - 1))
         if size <= 0:
             return 0
         commit = rng.random() >= 0.1
+        if burst:
+            commit = True  # drawn all the same; a lost burst tests no limit
         rows, ns = [], []
-        for _ in range(size):
+        for i in range(size):
             n = self.next_n
             self.next_n += 1
             rng = random.Random(self.a.seed * 1000003 + n)
             ex = rng.random() < self.a.exec_share
             poison = (not ex) and rng.random() < 0.005
+            queue = "chaos_exec" if ex else "chaos"
+            key, extra = None, ""
+            if self.a.flow:
+                # about ten keys live per hundred items (two per 250 of
+                # --exec's few, most of them keyed), so several of a key
+                # wait at once
+                if rng.random() < (0.7 if ex else 0.5):
+                    key = ("x%d" % (n // 250 * 2 + rng.randrange(2)) if ex
+                           else "k%d" % (n // 100 * 10 + rng.randrange(10)))
+                    extra += ', "k": "%s"' % key
+                if burst:
+                    ex, poison, key, extra = False, False, None, ""
+                    queue = RATE_QUEUE if i < BURST_RATE else LIM_QUEUE
+                    if queue == LIM_QUEUE:
+                        extra = ', "sleep": %.3f' % LIM_SLEEP
+            if poison:
+                extra += ', "poison": true'
             prio = rng.choice([0, 0, 0, 1, 5, 9])
             future = rng.random() < 0.08
             run_at = ("now() + interval '%d ms'" % rng.randint(500, 15000)
@@ -327,16 +414,19 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
             # a few --exec attempts outlast the session expiry: a stopped
             # or killed worker's attempt then overlaps the next one
             ms = (EXPIRY_MS + 1500 if rng.random() < 0.1 else self.a.exec_ms)
-            rows.append("('%s', '{\"n\": %d, \"ms\": %d%s}', %d, %s, %d)" % (
-                "chaos_exec" if ex else "chaos", n, ms,
-                ", \"poison\": true" if poison else "", prio, run_at,
-                2 if poison else 100))
+            if burst:
+                prio, run_at = 0, "now()"
+            rows.append("('%s', '{\"n\": %d, \"ms\": %d%s}', %d, %s, %d, %s)" % (
+                queue, n, ms, extra, prio, run_at, 2 if poison else 100,
+                "'%s'" % key if key and not self.a.sabotage else "NULL"))
             ns.append(n)
             self.items[n] = ("exec" if ex else "sql", poison)
+            if key:
+                self.item_key[n] = key
         self.batches[b] = (ns, commit)
         q = ("BEGIN; INSERT INTO chaos_batches (b) VALUES (%d);"
              " INSERT INTO onceq_items (queue, payload, priority, run_at,"
-             " max_attempts) VALUES %s; %s;" % (b, ", ".join(rows),
+             " max_attempts, ordering_key) VALUES %s; %s;" % (b, ", ".join(rows),
                                                 "COMMIT" if commit else "ROLLBACK"))
         # psql's answer is only a hint: a COMMIT cut by a restart has an
         # unknown outcome, settled by the chaos_batches row. A batch meant
@@ -389,7 +479,7 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
     def later(self, ms, fn, *args):
         self.pending.append((now_ms() + ms, fn, args))
 
-    def fault(self):
+    def fault(self, force=None):
         rng = self.rng
         kinds = ["sigkill", "sigstop", "sigterm_kill", "pg_restart", "pg_down",
                  "proxy_cut_commit", "blackhole", "coord_kill", "part_join",
@@ -398,6 +488,8 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
         if self.a.only:
             weights = [w if k in self.a.only else 0 for k, w in zip(kinds, weights)]
         kind = rng.choices(kinds, weights)[0]
+        if force:
+            kind = force  # drawn all the same: the rest of the schedule stays
         pick = rng.random()  # drawn always: the schedule does not depend on state
         mode = rng.choice(["before", "during", "during", "after"])
         if kind in ("pg_restart", "pg_down") and self.pg_down:
@@ -505,8 +597,8 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
     def run(self):
         a = self.a
         self.unexpected_exits = []
-        log("chaos: seed %d (replay: --seed %d --items %d --faults %d)"
-            % (a.seed, a.seed, a.items, a.faults))
+        log("chaos: seed %d (replay: --seed %d --items %d --faults %d%s)"
+            % (a.seed, a.seed, a.items, a.faults, " --flow" if a.flow else ""))
         self.setup()
         self.start_proxy()
         for i in range(a.sql_workers):
@@ -528,10 +620,22 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
         # brng and writes batches, psql_said, items and next_n
         enq = threading.Thread(target=self.enqueuer, args=(deadline,), daemon=True)
         enq.start()
+        smp = None
+        if a.flow:
+            self.sampling = True
+            smp = threading.Thread(target=self.sampler, daemon=True)
+            smp.start()
         while (self.next_n <= a.items or nfaults < a.faults) and time.time() < deadline:
             t = now_ms()
             if nfaults < a.faults and t >= next_fault:
-                self.fault()
+                # --flow: each of these at least once, spread over the run
+                # (a short run might not draw them)
+                force = None
+                if a.flow:
+                    force = {a.faults // 6: "sigstop", a.faults // 3: "pg_restart",
+                             a.faults // 2: "sigkill", 2 * a.faults // 3: "sigstop",
+                             5 * a.faults // 6: "pg_restart"}.get(nfaults)
+                self.fault(force)
                 nfaults += 1
                 next_fault = t + int(self.rng.uniform(0.4, 1.6) * a.fault_ms)
             self.run_pending()
@@ -577,6 +681,9 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
                 stall_end = time.time() + a.drain_seconds
             time.sleep(0.5)
         log("drained in %.0f s (left %d)" % (time.time() - t0 - fault_secs, left))
+        if smp is not None:
+            self.sampling = False
+            smp.join(timeout=10)
         # a last stretch: an --exec attempt of a fenced worker may still run
         time.sleep(1.5)
         for label in list(self.procs):
@@ -606,8 +713,36 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
             if t > deadline:
                 scale = 5.0
             self.nbatches += 1
-            self.enqueue_batch(self.nbatches, scale)
+            # --flow: a burst for the limited queues at the start and at
+            # each further third of --items
+            burst = (a.flow and self.bursts < BURSTS
+                     and done >= self.bursts / float(BURSTS))
+            if burst:
+                self.bursts += 1
+            self.enqueue_batch(self.nbatches, scale, burst)
             time.sleep(a.enqueue_ms / 1000.0)
+
+    def sampler(self):
+        """--flow: LIM_QUEUE's claimed items, by live sessions (heartbeat
+        plus expiry not past: what the limit promises) and at all (what the
+        claim counts), every SAMPLE_MS; one statement, so one snapshot. A
+        sample that fails (the server restarting) is counted and skipped."""
+        q = ("SELECT (SELECT count(*) FROM onceq_items i JOIN onceq_sessions s"
+             " ON s.id = i.claim WHERE i.queue = '%(q)s'"
+             " AND s.heartbeated_at + s.expiry >= now()),"
+             " (SELECT count(*) FROM onceq_items WHERE queue = '%(q)s'"
+             " AND claim IS NOT NULL),"
+             " (SELECT count(*) FROM onceq_items WHERE queue = '%(q)s')"
+             % {"q": LIM_QUEUE})
+        while self.sampling:
+            t = now_ms()
+            try:
+                live, claimed, queued = (int(x) for x in
+                                         self.sql(q, timeout=5).split("|"))
+                self.samples.append((t, live, claimed, queued))
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError):
+                self.sample_errors += 1
+            time.sleep(max(0, SAMPLE_MS - (now_ms() - t)) / 1000.0)
 
     def stop_all(self):
         for label in list(self.procs):
@@ -693,15 +828,22 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
                 continue
             unexplained_dead.append("%d (%s attempts %d/%d): %s" % (n, kind, att, mx, err[:120]))
         # overlaps: B starts while A runs; explained when A's worker met a
-        # fault at least (expiry - heartbeat - 500 ms slack) before B began
+        # fault at least (expiry - heartbeat - 500 ms slack) before B began.
+        # With --flow the attempts of one ordering key are one group (one
+        # item at a time per key), else those of one item.
         isolating = ("sigkill", "sigstop", "sigterm_kill", "pg_restart",
                      "pg_down", "blackhole")
         slack = EXPIRY_MS - HEARTBEAT_MS - 500
         overlaps, unexplained_ov = 0, []
+        groups = collections.defaultdict(list)
         for n, atts in attempts.items():
-            atts.sort()
-            for i, (s_b, _, lab_b, _) in enumerate(atts):
-                for s_a, e_a, lab_a, _ in atts[:i]:
+            g = ("key " + self.item_key[n]) if n in self.item_key else "item"
+            for x in atts:
+                groups[g if n in self.item_key else (g, n)].append(x + [n])
+        for g, atts in groups.items():
+            atts.sort(key=lambda x: x[0])
+            for i, (s_b, _, lab_b, _, n_b) in enumerate(atts):
+                for s_a, e_a, lab_a, _, n_a in atts[:i]:
                     if e_a is not None and e_a <= s_b:
                         continue
                     overlaps += 1
@@ -709,8 +851,11 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
                            if k in isolating and (ls == "*" or lab_a in ls)
                            and s_a - 10000 <= t <= s_b - slack]
                     if not why:
-                        unexplained_ov.append("item n=%d: %s started %d while %s"
-                                              " (started %d) ran" % (n, lab_b, s_b, lab_a, s_a))
+                        unexplained_ov.append(
+                            "%s: n=%d by %s started %d while n=%d by %s"
+                            " (started %d) ran" % (g if isinstance(g, str) else "item",
+                                                   n_b, lab_b, s_b, n_a, lab_a, s_a))
+        flow_summary = self.flow_verdict(bad, dead) if self.a.flow else ""
         missing_ack = [n for n in expected if n in exec_ok and n in dead]
         if dups:
             bad.append("duplicates: %s" % sorted(dups.items())[:10])
@@ -731,6 +876,8 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
         if nfaults < self.a.faults:
             bad.append("only %d faults of %d within --max-seconds" % (nfaults, self.a.faults))
         del missing_ack
+        if flow_summary:
+            print(flow_summary)
         for msg in bad:
             log("FAIL " + msg)
         meant = sum(len(ns) for ns, c in self.batches.values() if not c)
@@ -755,6 +902,101 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
                  len(from_rolled), overlaps, len(unexplained_ov), len(dead),
                  len(unexplained_dead), self.a.seed))
         return not bad
+
+    def flow_verdict(self, bad, dead):
+        """--flow: per-key commit order, dead letters in their key's order,
+        the concurrency limit's samples, the rate limit's bound. Appends to
+        bad; returns the summary line."""
+        keyed = collections.defaultdict(list)  # key -> [(kc, eseq, n, at_us)]
+        rate_ms = []
+        wrong_key = []
+        for line in self.sql_patiently(
+                "SELECT n, queue, coalesce(okey, ''), coalesce(eseq, -1),"
+                " coalesce(kc, -1), coalesce((extract(epoch FROM claimed_at)"
+                " * 1000)::int8, -1), (extract(epoch FROM at) * 1000000)::int8"
+                " FROM ledger").split():
+            n, q, k, eseq, kc, cl_ms, at_us = line.split("|")
+            n = int(n)
+            if k != self.item_key.get(n, ""):
+                wrong_key.append(n)
+            if k:
+                keyed[k].append((int(kc), int(eseq), n, int(at_us)))
+            if q == RATE_QUEUE:
+                rate_ms.append(int(cl_ms))
+        if wrong_key:
+            bad.append("ledger rows with another key than enqueued: %s" % wrong_key[:10])
+        # per key: the counter is the commit order; it must run 1..m (two
+        # acks of a key never interleaved, none lost) and enqueue_seq (and
+        # n, our enqueue order) must rise along it
+        order_bad = []
+        for k, rows in sorted(keyed.items()):
+            rows.sort()
+            kcs = [r[0] for r in rows]
+            if kcs != list(range(1, len(rows) + 1)):
+                order_bad.append("key %s: ack counter %s" % (k, kcs[:12]))
+                continue
+            for a_, b_ in zip(rows, rows[1:]):
+                if not (a_[1] < b_[1] and a_[2] < b_[2]):
+                    order_bad.append("key %s: ack %d (n=%d, enqueue_seq %d) committed"
+                                     " after ack %d (n=%d, enqueue_seq %d)"
+                                     % (k, b_[0], b_[2], b_[1], a_[0], a_[2], a_[1]))
+                    break
+        # a dead-lettered keyed item: the key's earlier items acked before
+        # it died, its later ones after
+        for line in self.sql_patiently(
+                "SELECT (payload->>'n')::int, (extract(epoch FROM died_at)"
+                " * 1000000)::int8 FROM onceq_dead"
+                " WHERE payload->>'k' IS NOT NULL").split():
+            n_d, died_us = (int(x) for x in line.split("|"))
+            for kc, _, n, at_us in keyed.get(self.item_key.get(n_d, ""), []):
+                if (n < n_d) != (at_us < died_us):
+                    order_bad.append("key %s: n=%d acked %s dead n=%d died"
+                                     % (self.item_key[n_d], n,
+                                        "after" if n < n_d else "before", n_d))
+        if order_bad:
+            bad.append("per-key order: %s" % order_bad[:5])
+        # the concurrency limit
+        most_live = max([x[1] for x in self.samples] or [0])
+        most_claimed = max([x[2] for x in self.samples] or [0])
+        pressed = sum(1 for x in self.samples if x[3] > LIMIT)
+        if most_live > LIMIT:
+            bad.append("%s: %d items claimed by live sessions at once (limit %d) at %s"
+                       % (LIM_QUEUE, most_live, LIMIT,
+                          [x[0] for x in self.samples if x[1] > LIMIT][:5]))
+        if most_claimed > LIMIT:
+            bad.append("%s: %d items claimed at once (limit %d; the claim counts"
+                       " every claimed item)" % (LIM_QUEUE, most_claimed, LIMIT))
+        if not pressed:
+            bad.append("%s: no sample saw more than %d items queued: the limit"
+                       " was not put to the test" % (LIM_QUEUE, LIMIT))
+        # the rate limit: any k acked claims within t ms, k <= 2N + N*t/D
+        rate_ms.sort()
+        worst, worst_at = float("-inf"), None
+        for i in range(len(rate_ms)):
+            for j in range(i, len(rate_ms)):
+                over = (j - i + 1) - (2 * RATE_N + RATE_N * (rate_ms[j] - rate_ms[i])
+                                      / float(RATE_D_MS))
+                if over > worst:
+                    worst, worst_at = over, (j - i + 1, rate_ms[j] - rate_ms[i])
+        if worst > 0:
+            bad.append("%s: %d claims within %d ms (rate %d/%d ms, bound with one"
+                       " interval's tolerance %.1f)"
+                       % (RATE_QUEUE, worst_at[0], worst_at[1], RATE_N, RATE_D_MS,
+                          2 * RATE_N + RATE_N * worst_at[1] / float(RATE_D_MS)))
+        if len(rate_ms) <= 2 * RATE_N:
+            bad.append("%s: only %d acked claims: the rate limit was not put to"
+                       " the test" % (RATE_QUEUE, len(rate_ms)))
+        return ("chaos: flow: %d keys, %d keyed acks, %d keyed dead, order violations %d;"
+                " %s: %d samples (%d failed), %d with more than %d queued, at most"
+                " %d claimed by live sessions, %d at all (limit %d); %s: %d acked"
+                " claims over %d ms, tightest %s (rate %d/%d ms)"
+                % (len(keyed), sum(len(v) for v in keyed.values()),
+                   sum(1 for n in dead if n in self.item_key), len(order_bad),
+                   LIM_QUEUE, len(self.samples), self.sample_errors, pressed, LIMIT,
+                   most_live, most_claimed, LIMIT, RATE_QUEUE, len(rate_ms),
+                   (rate_ms[-1] - rate_ms[0]) if rate_ms else 0,
+                   "%d claims in %d ms" % worst_at if worst_at else "-",
+                   RATE_N, RATE_D_MS))
 
     def cleanup(self):
         try:
@@ -792,6 +1034,11 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the database")
     ap.add_argument("--only", type=lambda v: set(v.split(",")), default=None,
                     help="draw only these fault kinds (comma-separated)")
+    ap.add_argument("--flow", action="store_true",
+                    help="ordering keys and the limited queues (issue 23 §5)")
+    ap.add_argument("--sabotage", action="store_true",
+                    help="self-check of --flow: no ordering_key column, no"
+                    " limits; the verdict must FAIL")
     ap.add_argument("--require-read-committed", action="store_true",
                     help="skip (77) under another isolation (CI: one pass)")
     a = ap.parse_args()
@@ -800,6 +1047,8 @@ def main():
         if "--max-seconds" not in sys.argv:
             a.max_seconds = 3600
         a.drain_seconds = max(a.drain_seconds, 300)
+    if a.sabotage:
+        a.flow = True
     if a.seed is None:
         a.seed = int.from_bytes(os.urandom(4), "little")
     a.exec_ms = min(max(a.exec_ms, 1), 999)
