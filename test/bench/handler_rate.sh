@@ -169,7 +169,7 @@ one() {
   cp "$WORK/m1" "$LOG_DIR/$name.metrics"
   stop_pid "$wpid" 100
   left=$(q "SELECT count(*) FROM onceq_items")
-  local acked hsum hcount rate d cd ratio
+  local acked hsum hcount rate d cd
   acked=$(calc "$(metric onceq_worker_acked_total "$WORK/m1") - $(metric onceq_worker_acked_total "$WORK/m0")" '%.0f')
   hsum=$(calc "$(metric onceq_worker_handler_seconds_sum "$WORK/m1") - $(metric onceq_worker_handler_seconds_sum "$WORK/m0")" '%.6f')
   hcount=$(calc "$(metric onceq_worker_handler_seconds_count "$WORK/m1") - $(metric onceq_worker_handler_seconds_count "$WORK/m0")" '%.0f')
