@@ -95,13 +95,19 @@ run() {
   sec=$(sed -n 's/.*--drain: nothing ready is left; exiting ([0-9]* acked, \([0-9.]*\) s since start).*/\1/p' \
     "$LOG_DIR/$name.log" | tail -n 1)
   [ -n "$sec" ] || die "$name: no --drain line in $LOG_DIR/$name.log"
-  # the shape, to stderr: items per claim statement and per ack DELETE
+  # the shape, to stderr: claim statements and ack DELETEs, and the
+  # server's time in each (the claim loop is serial: claims x their mean
+  # time near the drain's seconds says it, not the acks, bounds the rate)
   local claims dels
-  claims=$(q "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+  claims=$(q "SELECT coalesce(sum(calls), 0) || ' claim statements (' ||
+      coalesce(round((sum(total_exec_time) / nullif(sum(calls), 0))::numeric, 1), 0)
+      || ' ms each)' FROM pg_stat_statements
     WHERE query LIKE '%FROM onceq_items%FOR UPDATE SKIP LOCKED%'")
-  dels=$(q "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
+  dels=$(q "SELECT coalesce(sum(calls), 0) || ' ack DELETEs (' ||
+      coalesce(round((sum(total_exec_time) / nullif(sum(calls), 0))::numeric, 1), 0)
+      || ' ms each)' FROM pg_stat_statements
     WHERE query LIKE '%DELETE FROM onceq_items%'")
-  echo "  $name: $claims claim statements, $dels ack DELETEs, $sec s" >&2
+  echo "  $name: $claims, $dels, $sec s" >&2
   awk "BEGIN { printf \"%.0f\", $N / $sec }"
 }
 

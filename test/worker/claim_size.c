@@ -76,6 +76,30 @@ int main(void)
     wk_claim_size_observe(&cs, 1000, 40000);
   ASSERT_EQ(wk_claim_size_hold(&cs), WK_CLAIM_HOLD_MAX);
 
+  /* an executor's turn (wk_claim_size_take) is what it runs within the
+   * horizon, whatever the other executors do: a fast --sql executor takes
+   * a whole ceiling of a 1,000-item claim even with three others idle
+   * (it took a quarter, 250, when the queue was shared among the idle)
+   * (one ack commit for 1,000 items; the next claim feeds the next
+   * executor), so an ack transaction carries what the measurement says
+   * instead of a quarter of a claim */
+  wk_claim_size_init(&cs, 4, 1000);
+  wk_claim_size_observe(&cs, 1000, 40000);
+  ASSERT_EQ(wk_claim_size_take(&cs, 1000, 1000), 1000);
+  ASSERT_EQ(wk_claim_size_take(&cs, 300, 1000), 300);
+  ASSERT_EQ(wk_claim_size_take(&cs, 2000, 1000), 1000);
+  ASSERT_EQ(wk_claim_size_take(&cs, 0, 1000), 0);
+  /* a 500 us --sql statement: batches of 200, so a claim of 804 still
+   * spreads over the four executors (200 each: the spread comes from the
+   * horizon); one item at a time for a per-item handler (max 1) */
+  wk_claim_size_init(&cs, 4, 1000);
+  wk_claim_size_observe(&cs, 1, 500);
+  ASSERT_EQ(wk_claim_size_take(&cs, 804, 1000), 200);
+  ASSERT_EQ(wk_claim_size_take(&cs, 804, 1), 1);
+  /* nothing measured yet: one item, so the first report comes soon */
+  wk_claim_size_init(&cs, 4, 1000);
+  ASSERT_EQ(wk_claim_size_take(&cs, 50, 1000), 1);
+
   /* degenerate input: no items is no report, a zero time counts as 1 us,
    * --concurrency/--batch below 1 count as 1 */
   wk_claim_size_init(&cs, 0, 0);

@@ -70,3 +70,13 @@ int wk_claim_size_batch(const wk_claim_size *cs)
     return 1;
   return b < cs->ceiling ? (int)b : cs->ceiling;
 }
+
+size_t wk_claim_size_take(const wk_claim_size *cs, size_t queued, size_t max)
+{
+  size_t sized = (size_t)wk_claim_size_batch(cs);
+  if (sized < max)
+    max = sized;
+  if (max < 1)
+    max = 1;
+  return max < queued ? max : queued;
+}

@@ -75,4 +75,13 @@ int wk_claim_size_want(const wk_claim_size *cs, int held);
  * executor runs within the horizon, at least 1, at most the ceiling. */
 int wk_claim_size_batch(const wk_claim_size *cs);
 
+/* Items an executor takes for its next turn from `queued` queued items, for
+ * a handler that runs at most `max` per turn (1, or --batch for --sql):
+ * what it runs within the horizon (wk_claim_size_batch), at most `max` and
+ * `queued`, at least 1 when anything is queued. Not a share of the queue
+ * among idle executors: the horizon already spreads a claim larger than
+ * one executor's turn, and a smaller one is finished within the horizon by
+ * one executor in one ack transaction (one commit instead of several). */
+size_t wk_claim_size_take(const wk_claim_size *cs, size_t queued, size_t max);
+
 #endif

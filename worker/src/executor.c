@@ -207,33 +207,21 @@ static void run_job(wk *w, oq_db *db, state_slot *ss, wk_job *j, uint64_t *rng)
 }
 
 /*
- * Take the next jobs: one, or for a batching handler up to max of one
- * session, but no more than this executor's share of what is queued among
- * the executors waiting for work, so that a claim landing on idle
- * executors spreads over them (several batches in flight at once), while
- * an executor that alone is free takes a whole batch (fewer, larger ack
- * transactions: each costs a commit). Returns 0 when told to exit.
+ * Take the next jobs: one, or for a batching handler what this executor
+ * runs within the claim horizon, of one session (wk_claim_size_take: the
+ * horizon, not a share among idle executors, spreads a large claim; a
+ * fast --sql so commits up to --batch items per ack transaction). Returns
+ * 0 when told to exit.
  */
 static size_t next_jobs(wk *w, wk_job **out, size_t max)
 {
   pthread_mutex_lock(&w->mu);
-  w->idle_executors++;
   while (!w->work_head && !w->exit_executors)
     pthread_cond_wait(&w->work_cv, &w->mu);
   size_t queued = 0;
-  for (wk_job *q = w->work_head; q && queued < max * 64; q = q->next)
+  for (wk_job *q = w->work_head; q && queued < max; q = q->next)
     queued++;
-  size_t idle = w->idle_executors > 0 ? (size_t)w->idle_executors : 1;
-  w->idle_executors--;
-  size_t share = (queued + idle - 1) / idle;
-  /* and no more than the claim sizing's batch: what one executor runs
-   * within its horizon (claim_size.h), so a slow --sql runs one item per
-   * transaction and a fast one whole --batch ceilings */
-  size_t sized = (size_t)wk_claim_size_batch(&w->sizing);
-  if (sized < max)
-    max = sized;
-  if (share < max)
-    max = share > 0 ? share : 1;
+  max = wk_claim_size_take(&w->sizing, queued, max);
   size_t n = 0;
   while (w->work_head && n < max && (n == 0 || w->work_head->g == out[0]->g)) {
     wk_job *j = w->work_head;

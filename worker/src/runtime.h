@@ -65,7 +65,6 @@ typedef struct wk {
   int64_t held_bytes;            /* payload bytes of the held jobs (mu) */
   int acks_pending;              /* jobs in the ack list or being acked (mu) */
   bool exit_executors;           /* (mu) */
-  int idle_executors;            /* (mu) executors in next_jobs */
   wk_claim_size sizing;          /* (mu) claims sized by the work */
   bool exit_acker;               /* (mu) */
   _Atomic bool hard_stop;        /* cancel running handlers now */
