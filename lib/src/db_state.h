@@ -107,6 +107,8 @@ struct oq_db {
   char masked[1024];     /* conninfo with its passwords as *** */
   oq_retry_policy retry; /* restarts and reconnects */
   uint64_t rng;          /* xorshift state for jitter */
+  unsigned host_first;   /* multi-host conninfo: the host that answered
+                            last (oq_db_opts.host_hint when not shared) */
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
   uint64_t statements;   /* statements sent on this handle, for the tests
                             that count round trips (test_hooks.h) */
