@@ -11,13 +11,16 @@
 # Verdict: all workers alive, 0 duplicates, 0 lost, no dead letters, work
 # resumes within one poll interval of a connection being available. Runs
 # once: it skips (77) unless read committed (pass 2).
-# The pooler variant: call oq_storm_terminate / oq_storm_exhaust with the
-# pooler's conninfo as WORKER_DB.
+# it_storm.sh terminate pgbouncer: the same storm, shorter (6 s, 2,000
+# items), with the workers through pgbouncer in transaction mode (3 server
+# connections for the three workers' 21): the terminations hit pgbouncer's
+# server connections, which it makes again for the next transaction.
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_storm.sh"
 MODE=${1:-}
-case "$MODE" in terminate | exhaust) ;; *)
-  echo "usage: it_storm.sh terminate|exhaust" >&2
+VIA=${2:-direct}
+case "$MODE $VIA" in "terminate direct" | "exhaust direct" | "terminate pgbouncer") ;; *)
+  echo "usage: it_storm.sh terminate|exhaust [direct] | terminate pgbouncer" >&2
   exit 2
   ;;
 esac
@@ -25,8 +28,11 @@ if [ "${ONCEQ_TEST_ISOLATION:-read committed}" != "read committed" ]; then
   echo "SKIP: runs once, in the read committed pass" >&2
   exit 77
 fi
-oq_setup "storm_$MODE"
-if [ "$MODE" = terminate ]; then
+oq_setup "storm_${MODE}_$VIA"
+if [ "$VIA" = pgbouncer ]; then
+  oq_pgbouncer_start pgb transaction 3
+  oq_storm_terminate "$OQ_PGB_DSN" "$OQ_DSN" 2000 6
+elif [ "$MODE" = terminate ]; then
   oq_storm_terminate "$OQ_DSN" "$OQ_DSN" 4000 12
 else
   source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_pgprivate.sh"
