@@ -123,7 +123,8 @@ const char *oq_db_masked_conninfo(const oq_db *db)
 }
 int oq_db_connected(const oq_db *db)
 {
-  return db && db->conn && PQstatus(db->conn) == CONNECTION_OK;
+  return db && db->conn && db->link == OQ__DB_OPEN &&
+         PQstatus(db->conn) == CONNECTION_OK;
 }
 
 const oq_retry_policy *oq__db_policy(const oq_db *db)
@@ -653,6 +654,13 @@ oq_err oq__db_fail_result(oq_db *db, PGresult *res, const char *what)
       code = OQ_ERR_CONN;
     return oq__db_fail(db, code, state, "%s: connection to %s lost: %s", what,
                        db->masked, msg);
+  }
+  if (oq__sqlstate_is(state, OQ_SQLSTATE_READ_ONLY_TRANSACTION)) {
+    db->link = OQ__DB_READ_ONLY;
+    return oq__db_fail(db, code, state,
+                       "%s: %s (%s takes no writes: a read-only or demoted "
+                       "server; connecting again)",
+                       what, msg, db->masked);
   }
   return oq__db_fail(db, code, state, "%s: %s", what, msg);
 }
