@@ -658,8 +658,10 @@ oq_err oq__db_fail_result(oq_db *db, PGresult *res, const char *what)
   if (oq__sqlstate_is(state, OQ_SQLSTATE_READ_ONLY_TRANSACTION)) {
     db->link = OQ__DB_READ_ONLY;
     return oq__db_fail(db, code, state,
-                       "%s: %s (%s takes no writes: a read-only or demoted "
-                       "server; connecting again)",
+                       "%s: %s (%s takes no writes: a read-only server or "
+                       "a demoted primary; list every host in --db with "
+                       "target_session_attrs=read-write to reach the one "
+                       "that does)",
                        what, msg, db->masked);
   }
   return oq__db_fail(db, code, state, "%s: %s", what, msg);
