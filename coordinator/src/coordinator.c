@@ -65,6 +65,7 @@ typedef struct co_opts {
 typedef struct coord {
   co_opts o;
   oq_db_opts dbo;
+  unsigned host_hint;    /* dbo.host_hint: shared by every connection */
   oq_db *db;             /* the loop's connection */
   oq_session *sess;      /* NULL in CO_REGISTER */
   oq_heartbeat *hb;      /* its heartbeat (own thread and connection) */
@@ -516,6 +517,7 @@ int co_coordinator_main(const char *db, int argc, char **argv)
            oq_version());
   c.dbo.conninfo = db;
   c.dbo.application_name = "onceq-coordinator";
+  c.dbo.host_hint = &c.host_hint; /* a failover's new primary, found once */
   /* no statement outlives the fence (README "Session lifecycle"): a
    * leader whose heartbeat is stuck on a dead network fences by its clock
    * and stops leading; its calls return by this deadline */

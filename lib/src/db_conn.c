@@ -123,7 +123,8 @@ const char *oq_db_masked_conninfo(const oq_db *db)
 }
 int oq_db_connected(const oq_db *db)
 {
-  return db && db->conn && PQstatus(db->conn) == CONNECTION_OK;
+  return db && db->conn && db->link == OQ__DB_OPEN &&
+         PQstatus(db->conn) == CONNECTION_OK;
 }
 
 const oq_retry_policy *oq__db_policy(const oq_db *db)
@@ -203,6 +204,204 @@ static void on_notice(void *ud, const char *msg)
   OQ_LOG(OQ_LOG_DEBUG, NULL, NULL, "server notice: %s", msg);
 }
 
+/* One host list of a conninfo ("a,b,c"), split in place. */
+#define HOSTS_MAX 16
+typedef struct host_list {
+  char buf[1024];
+  const char *item[HOSTS_MAX];
+  int n;
+} host_list;
+
+static void hosts_split(host_list *l, const char *v)
+{
+  l->n = 0;
+  if (!v || strlen(v) >= sizeof l->buf)
+    return;
+  snprintf(l->buf, sizeof l->buf, "%s", v);
+  char *p = l->buf;
+  for (;;) {
+    if (l->n == HOSTS_MAX) {
+      l->n = 0; /* more than we reorder: left as written */
+      return;
+    }
+    l->item[l->n++] = p;
+    char *comma = strchr(p, ',');
+    if (!comma)
+      return;
+    *comma = '\0';
+    p = comma + 1;
+  }
+}
+
+/* l's items from `first` on, then the ones before it, into out. */
+static void hosts_rotated(const host_list *l, int first, char *out, size_t len)
+{
+  size_t pos = 0;
+  out[0] = '\0';
+  for (int k = 0; k < l->n && pos < len; k++)
+    pos += (size_t)snprintf(out + pos, len - pos, "%s%s", k ? "," : "",
+                            l->item[(first + k) % l->n]);
+}
+
+/* The host list a connect goes through, rotated so that the one that
+ * answered last comes first (oq_db_opts.host_hint): libpq tries the hosts
+ * in order and spends connect_timeout on each that does not answer, so
+ * after a failover whose old primary went silent every connect would
+ * wait it out there before reaching the new one. Only where one host
+ * qualifies (target_session_attrs read-write or primary), so the order a
+ * user gave for "any" or a standby still holds. */
+typedef struct host_order {
+  host_list host, hostaddr, port;
+  int n;     /* hosts in the list; 0: not reordered */
+  int first; /* the original index of the first one tried */
+  char host_v[1024], hostaddr_v[1024], port_v[1024];
+} host_order;
+
+static void host_order_plan(oq_db *db, const PQconninfoOption *parsed,
+                            host_order *h)
+{
+  memset(h, 0, sizeof *h);
+  const char *host = NULL, *hostaddr = NULL, *port = NULL, *tsa = NULL;
+  for (const PQconninfoOption *o = parsed; o->keyword; o++) {
+    if (!o->val)
+      continue;
+    if (strcmp(o->keyword, "host") == 0)
+      host = o->val;
+    else if (strcmp(o->keyword, "hostaddr") == 0)
+      hostaddr = o->val;
+    else if (strcmp(o->keyword, "port") == 0)
+      port = o->val;
+    else if (strcmp(o->keyword, "target_session_attrs") == 0)
+      tsa = o->val;
+  }
+  if (!tsa || (strcmp(tsa, "read-write") != 0 && strcmp(tsa, "primary") != 0))
+    return;
+  hosts_split(&h->host, host);
+  hosts_split(&h->hostaddr, hostaddr);
+  hosts_split(&h->port, port);
+  int n = h->host.n > h->hostaddr.n ? h->host.n : h->hostaddr.n;
+  if (n < 2)
+    return;
+  unsigned first = db->opts.host_hint
+                       ? __atomic_load_n(db->opts.host_hint, __ATOMIC_RELAXED)
+                       : db->host_first;
+  h->n = n;
+  /* a list of one (a port for all hosts) stays as it is */
+  h->first = first < (unsigned)n ? (int)first : 0;
+}
+
+/* The original index of the host conn is on (connected, or trying it
+ * while it connects: libpq's PQhost and PQport name the current one);
+ * -1 when it is none of h's. */
+static int host_order_index(const host_order *h, PGconn *conn)
+{
+  const char *host = PQhost(conn), *port = PQport(conn);
+  const char *haddr = PQhostaddr(conn);
+  for (int k = 0; k < h->n; k++) {
+    int i = (h->first + k) % h->n;
+    bool same = true;
+    if (h->host.n == h->n)
+      same = host && strcmp(host, h->host.item[i]) == 0;
+    else if (h->hostaddr.n == h->n)
+      same = haddr && strcmp(haddr, h->hostaddr.item[i]) == 0;
+    if (same && h->port.n == h->n)
+      same = port && strcmp(port, h->port.item[i]) == 0;
+    if (same)
+      return i;
+  }
+  return -1;
+}
+
+/* After a connect through a reordered list: remember which host answered
+ * (its original index), for this handle and the shared hint. */
+static void host_order_learn(oq_db *db, const host_order *h)
+{
+  if (!h->n || !db->conn)
+    return;
+  int i = host_order_index(h, db->conn);
+  if (i < 0)
+    return;
+  db->host_first = (unsigned)i;
+  if (db->opts.host_hint)
+    __atomic_store_n(db->opts.host_hint, (unsigned)i, __ATOMIC_RELAXED);
+}
+
+/* Put h's lists, rotated to start at original index `first`, into vals
+ * (where keys name them). */
+static void host_order_apply(host_order *h, int first, const char **keys,
+                             const char **vals)
+{
+  h->first = first;
+  if (h->host.n == h->n)
+    hosts_rotated(&h->host, first, h->host_v, sizeof h->host_v);
+  if (h->hostaddr.n == h->n)
+    hosts_rotated(&h->hostaddr, first, h->hostaddr_v, sizeof h->hostaddr_v);
+  if (h->port.n == h->n)
+    hosts_rotated(&h->port, first, h->port_v, sizeof h->port_v);
+  for (int k = 0; keys[k]; k++) {
+    if (strcmp(keys[k], "host") == 0 && h->host_v[0])
+      vals[k] = h->host_v;
+    if (strcmp(keys[k], "hostaddr") == 0 && h->hostaddr_v[0])
+      vals[k] = h->hostaddr_v;
+    if (strcmp(keys[k], "port") == 0 && h->port_v[0])
+      vals[k] = h->port_v;
+  }
+}
+
+/*
+ * Connect through a reordered multi-host list (host_order), leaving a
+ * host that has not answered within HOST_SILENT_MS for the next: libpq's
+ * connect_timeout cannot go below 2 s and is spent on each silent host in
+ * turn, which after a failover is most of the time to resume. Each host
+ * gets that second once (a host that refuses, or answers as a standby,
+ * libpq leaves at once by itself); if none connected, one ordinary
+ * connect with the full connect_timeout follows, so a server merely slow
+ * to accept (a fork storm, exhaustion) is still reached. NULL: out of
+ * memory.
+ */
+#define HOST_SILENT_MS 1000
+static PGconn *connect_hosts(host_order *h, const char **keys,
+                             const char **vals)
+{
+  int start = h->first;
+  for (int tries = 0; tries < h->n; tries++) {
+    host_order_apply(h, start, keys, vals);
+    PGconn *c = PQconnectStartParams(keys, vals, 0);
+    if (!c || PQstatus(c) == CONNECTION_BAD)
+      return c;
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    int cur = -2;
+    uint64_t since = oq_monotonic_ms();
+    for (;;) {
+      if (st == PGRES_POLLING_OK || st == PGRES_POLLING_FAILED)
+        return c; /* connected, or every host refused: libpq says why */
+      int i = host_order_index(h, c);
+      uint64_t now = oq_monotonic_ms();
+      if (i != cur) { /* libpq moved on to the next host by itself */
+        cur = i;
+        since = now;
+      }
+      if (now - since >= HOST_SILENT_MS)
+        break;
+      struct pollfd pfd = {.fd = PQsocket(c),
+                           .events =
+                               st == PGRES_POLLING_READING ? POLLIN : POLLOUT};
+      int wait = (int)(HOST_SILENT_MS - (now - since));
+      int r = poll(&pfd, 1, wait > 100 ? 100 : wait);
+      if (r < 0 && errno != EINTR)
+        return c; /* libpq reports the socket's state */
+      if (r > 0)
+        st = PQconnectPoll(c); /* only when ready: it reads SO_ERROR */
+    }
+    PQfinish(c);
+    if (cur < 0)
+      break;
+    start = (cur + 1) % h->n;
+  }
+  host_order_apply(h, h->first, keys, vals);
+  return PQconnectdbParams(keys, vals, 0);
+}
+
 /*
  * Connect with the user's options, adding application_name, a connect
  * timeout and TCP keepalives unless the conninfo sets them (so a dead peer
@@ -224,6 +423,8 @@ static oq_err connect_now(oq_db *db)
   const char *vals[48];
   int n = 0;
   int has_app = 0, has_timeout = 0, has_keepalive = 0, has_user_timeout = 0;
+  host_order order;
+  host_order_plan(db, parsed, &order);
   for (PQconninfoOption *o = parsed; o->keyword && n < 40; o++) {
     if (!o->val)
       continue;
@@ -287,7 +488,8 @@ static oq_err connect_now(oq_db *db)
   keys[n] = NULL;
   vals[n] = NULL;
   oq__db_forget_prepared(db);
-  db->conn = PQconnectdbParams(keys, vals, 0);
+  db->conn = order.n ? connect_hosts(&order, keys, vals)
+                     : PQconnectdbParams(keys, vals, 0);
   PQconninfoFree(parsed);
   if (!db->conn)
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory connecting");
@@ -321,6 +523,7 @@ static oq_err connect_now(oq_db *db)
     return code;
   }
   db->link = OQ__DB_OPEN;
+  host_order_learn(db, &order);
   PQsetNoticeProcessor(db->conn, on_notice, NULL);
   db->engine = oq__dialect_detect(PQparameterStatus(db->conn, "crdb_version"));
   /* xorshift64: a new nonce per connection */
@@ -451,6 +654,15 @@ oq_err oq__db_fail_result(oq_db *db, PGresult *res, const char *what)
       code = OQ_ERR_CONN;
     return oq__db_fail(db, code, state, "%s: connection to %s lost: %s", what,
                        db->masked, msg);
+  }
+  if (oq__sqlstate_is(state, OQ_SQLSTATE_READ_ONLY_TRANSACTION)) {
+    db->link = OQ__DB_READ_ONLY;
+    return oq__db_fail(db, code, state,
+                       "%s: %s (%s takes no writes: a read-only server or "
+                       "a demoted primary; list every host in --db with "
+                       "target_session_attrs=read-write to reach the one "
+                       "that does)",
+                       what, msg, db->masked);
   }
   return oq__db_fail(db, code, state, "%s: %s", what, msg);
 }

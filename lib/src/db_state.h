@@ -25,7 +25,8 @@
 
 #include "internal.h"
 
-/* The link to the server. conn is NULL exactly when it is not OPEN. */
+/* The link to the server. conn is NULL exactly when it is CLOSED or
+ * CLOSED_BY_COPY. */
 typedef enum oq__db_link {
   OQ__DB_CLOSED,         /* not connected yet, a failed connect, or dropped
                             (oq__db_drop: the deadline passed, the connection
@@ -35,8 +36,15 @@ typedef enum oq__db_link {
                             nothing would feed or read (db_conn.c,
                             oq__db_await); the next failure report says so
                             and moves to CLOSED (oq__db_fail_result) */
-  OQ__DB_OPEN            /* connected (db_conn.c, connect_now); libpq may
+  OQ__DB_OPEN,           /* connected (db_conn.c, connect_now); libpq may
                             still find it broken (CONNECTION_BAD) */
+  OQ__DB_READ_ONLY       /* connected, but the server answered a write with
+                            25006 (oq__db_fail_result): it takes none (a
+                            demoted old primary, a standby). conn still
+                            works for the calls under way (a pipeline's
+                            ROLLBACK); oq_db_connected says no, so callers
+                            connect again, to the read-write host of a
+                            multi-host list */
 } oq__db_link;
 
 /* The transaction runner's BEGIN. Whether a transaction is open is libpq's
@@ -107,6 +115,8 @@ struct oq_db {
   char masked[1024];     /* conninfo with its passwords as *** */
   oq_retry_policy retry; /* restarts and reconnects */
   uint64_t rng;          /* xorshift state for jitter */
+  unsigned host_first;   /* multi-host conninfo: the host that answered
+                            last (oq_db_opts.host_hint when not shared) */
   uint64_t restarts;     /* 40001/40P01 re-runs taken */
   uint64_t statements;   /* statements sent on this handle, for the tests
                             that count round trips (test_hooks.h) */

@@ -54,6 +54,7 @@
 #define SQLSTATE_IN_FAILED_SQL_TRANSACTION "25P02"
 #define SQLSTATE_PROGRAM_LIMIT_EXCEEDED "54000"
 #define SQLSTATE_STATEMENT_TOO_COMPLEX "54001"
+#define SQLSTATE_READ_ONLY_SQL_TRANSACTION "25006"
 
 static const struct {
   const char *code; /* 5 chars: exact; 2 chars: class */
@@ -74,6 +75,11 @@ static const struct {
     {SQLSTATE_CANNOT_CONNECT_NOW, OQ_ERR_CONN},
     {SQLSTATE_TOO_MANY_CONNECTIONS, OQ_ERR_CONN},
     {SQLSTATE_IDLE_SESSION_TIMEOUT, OQ_ERR_CONN},
+    /* a write on a server that takes none: a demoted old primary still up,
+     * a standby reached without target_session_attrs. The server's state,
+     * not the statement's: connect again (db_conn.c drops the connection,
+     * and libpq's target_session_attrs=read-write then skips that host) */
+    {SQLSTATE_READ_ONLY_SQL_TRANSACTION, OQ_ERR_CONN},
     /* class 08, connection exception: only connection loss is OQ_ERR_CONN */
     {SQLSTATE_CONNECTION_EXCEPTION, OQ_ERR_CONN},
     {SQLSTATE_SQLCLIENT_UNABLE_TO_CONNECT, OQ_ERR_CONN},
@@ -114,6 +120,7 @@ static const char *const named[OQ_SQLSTATE__COUNT] = {
     [OQ_SQLSTATE_IN_FAILED_TRANSACTION] = SQLSTATE_IN_FAILED_SQL_TRANSACTION,
     [OQ_SQLSTATE_PROGRAM_LIMIT_EXCEEDED] = SQLSTATE_PROGRAM_LIMIT_EXCEEDED,
     [OQ_SQLSTATE_STATEMENT_TOO_COMPLEX] = SQLSTATE_STATEMENT_TOO_COMPLEX,
+    [OQ_SQLSTATE_READ_ONLY_TRANSACTION] = SQLSTATE_READ_ONLY_SQL_TRANSACTION,
 };
 
 const char *oq_sqlstate_code(oq_sqlstate code)

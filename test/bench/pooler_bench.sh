@@ -5,20 +5,21 @@
 # same run on the same server (issue 21's target: pooled >= 0.8x direct).
 # A ratio, not a pass/fail time. Each round fills N items, then drains
 # them with one onceq-worker --drain --sql (one ledger row per item in the
-# ack transaction), direct then pooled; items/s comes from the worker's own
+# ack transaction), pooled then direct in odd rounds, the other way round in
+# even ones; items/s comes from the worker's own
 # "--drain: ... (N acked, S s since start)" line; the median of the
 # per-round ratios is printed with its range.
 #
 #   ONCEQ_TEST_DSN=... ONCEQ_CLI=build/default/cli/onceq \
 #   ONCEQ_WORKER=build/default/worker/onceq-worker \
-#   test/bench/pooler_bench.sh [ITEMS (20000)] [ROUNDS (3)] [CONCURRENCY (4)] [POOL (8)]
+#   test/bench/pooler_bench.sh [ITEMS (20000)] [ROUNDS (5)] [CONCURRENCY (4)] [POOL (8)]
 #
 # The environment is the harness's (test/harness/oq_harness.sh): the
 # server of ONCEQ_TEST_DSN (./test/run.sh --one prints one) and pgbouncer
 # (Debian package) started on a free port, stopped on exit.
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
 ITEMS=${1:-20000}
-ROUNDS=${2:-3}
+ROUNDS=${2:-5}
 CONC=${3:-4}
 POOL=${4:-8}
 oq_setup pooler_bench
@@ -48,11 +49,14 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 ratios=()
 for r in $(seq 1 "$ROUNDS"); do
-  d=$(drain "direct$r" "$OQ_DSN")
+  # alternate which goes first, so a load that comes and goes on a shared
+  # machine (or a warmer cache for the second drain) favours neither side
+  if [ $((r % 2)) = 0 ]; then d=$(drain "direct$r" "$OQ_DSN"); fi
   c0=$(cpu_ticks "$OQ_PGB_PID")
   p=$(drain "pooled$r" "$OQ_PGB_DSN")
   cpu=$(awk -v t=$(($(cpu_ticks "$OQ_PGB_PID") - c0)) -v hz="$(getconf CLK_TCK)" \
     'BEGIN { printf "%.2f", t / hz }')
+  if [ $((r % 2)) = 1 ]; then d=$(drain "direct$r" "$OQ_DSN"); fi
   ratio=$(awk -v p="$p" -v d="$d" 'BEGIN { printf "%.2f", p / d }')
   ratios+=("$ratio")
   oq_log "round $r: direct $d items/s, pooled $p items/s, ratio $ratio (pgbouncer used $cpu s of CPU for the pooled drain)"

@@ -11,13 +11,17 @@
 # Verdict: all workers alive, 0 duplicates, 0 lost, no dead letters, work
 # resumes within one poll interval of a connection being available. Runs
 # once: it skips (77) unless read committed (pass 2).
-# The pooler variant: call oq_storm_terminate / oq_storm_exhaust with the
-# pooler's conninfo as WORKER_DB.
+# it_storm.sh terminate|exhaust pgbouncer: the same storms, shorter (6 s,
+# 2,000 items), with the workers through pgbouncer in transaction mode (3
+# server connections for the three workers' 21): the terminations hit
+# pgbouncer's server connections, which it makes again for the next
+# transaction; in the exhaustion it must win a slot back from the hog.
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_storm.sh"
 MODE=${1:-}
-case "$MODE" in terminate | exhaust) ;; *)
-  echo "usage: it_storm.sh terminate|exhaust" >&2
+VIA=${2:-direct}
+case "$VIA" in direct | pgbouncer) ;; *)
+  echo "usage: it_storm.sh terminate|exhaust [direct|pgbouncer]" >&2
   exit 2
   ;;
 esac
@@ -25,8 +29,11 @@ if [ "${ONCEQ_TEST_ISOLATION:-read committed}" != "read committed" ]; then
   echo "SKIP: runs once, in the read committed pass" >&2
   exit 77
 fi
-oq_setup "storm_$MODE"
-if [ "$MODE" = terminate ]; then
+oq_setup "storm_${MODE}_$VIA"
+if [ "$MODE $VIA" = "terminate pgbouncer" ]; then
+  oq_pgbouncer_start pgb transaction 3
+  oq_storm_terminate "$OQ_PGB_DSN" "$OQ_DSN" 2000 6
+elif [ "$MODE" = terminate ]; then
   oq_storm_terminate "$OQ_DSN" "$OQ_DSN" 4000 12
 else
   source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_pgprivate.sh"
@@ -37,6 +44,12 @@ else
   oq_pgx_sql x postgres "ALTER DATABASE oq SET default_transaction_isolation = '$OQ_ISOLATION'" >/dev/null
   app="$(oq_pgx_dsn x oq | sed 's/user=postgres/user=oq_app/')"
   out=$("$ONCEQ_CLI" --db "$app" migrate 2>&1) || oq_fail "onceq migrate: $out"
-  oq_storm_exhaust "$app" "$(oq_pgx_dsn x oq)" "$app" 5000 10
+  if [ "$VIA" = pgbouncer ]; then
+    OQ_PGB_UPSTREAM="127.0.0.1 ${OQ_PGX_PORT[x]}" OQ_PGB_USER=oq_app \
+      OQ_PGB_BASE="$app" oq_pgbouncer_start pgb transaction 3
+    oq_storm_exhaust "$OQ_PGB_DSN" "$(oq_pgx_dsn x oq)" "$app" 2000 6
+  else
+    oq_storm_exhaust "$app" "$(oq_pgx_dsn x oq)" "$app" 5000 10
+  fi
 fi
 oq_log "PASS"

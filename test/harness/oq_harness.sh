@@ -621,6 +621,9 @@ oq_proxy_cmd() {
 # sets OQ_PGB_PID, OQ_PGB_PORT and OQ_PGB_DSN (the test database through
 # it). Skips (77) when pgbouncer is not installed. Called again with the
 # same NAME (after oq_pgbouncer_stop), it starts on the same port.
+# Another server (a private one, oq_pgprivate.sh): set OQ_PGB_UPSTREAM
+# ("HOST PORT"), OQ_PGB_USER (the role the clients log in as) and
+# OQ_PGB_BASE (the conninfo OQ_PGB_DSN is made from, instead of OQ_DSN).
 oq_pgbouncer_start() {
   local name=$1 mode=$2 pool=${3:-2} bin up host port user conf
   bin=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
@@ -628,13 +631,13 @@ oq_pgbouncer_start() {
     echo "SKIP: pgbouncer is not installed (Debian package pgbouncer)" >&2
     exit 77
   fi
-  up=$(oq_upstream)
+  up=${OQ_PGB_UPSTREAM:-$(oq_upstream)}
   host=${up% *}
   port=${up#* }
   conf="$OQ_TMP/$name.ini"
   if [ ! -f "$conf" ]; then
     OQ_PGB_PORT=$(oq_free_port)
-    user=$(oq_sql "SELECT current_user")
+    user=${OQ_PGB_USER:-$(oq_sql "SELECT current_user")}
     # trust between the test and pgbouncer; pgbouncer logs in to the
     # server as the test's role (trust on 127.0.0.1, see test/run.sh)
     printf '"%s" ""\n' "$user" >"$OQ_TMP/$name.users"
@@ -665,7 +668,7 @@ oq_pgbouncer_start() {
     oq_start "$name" "$bin" "$conf"
   fi
   OQ_PGB_PID=$OQ_LAST_PID
-  OQ_PGB_DSN="$OQ_DSN host=127.0.0.1 hostaddr=127.0.0.1 port=$OQ_PGB_PORT sslmode=disable gssencmode=disable"
+  OQ_PGB_DSN="${OQ_PGB_BASE:-$OQ_DSN} host=127.0.0.1 hostaddr=127.0.0.1 port=$OQ_PGB_PORT sslmode=disable gssencmode=disable"
   oq_pgb_up() { "$OQ_PSQL" -X -q -At -d "$OQ_PGB_DSN" -c 'SELECT 1' >/dev/null 2>&1; }
   oq_wait_until 15 "pgbouncer $name accepting connections" oq_pgb_up
   oq_log "pgbouncer $name (pid $OQ_PGB_PID, pool_mode=$mode, default_pool_size=$pool) on 127.0.0.1:$OQ_PGB_PORT -> $host:$port"

@@ -6,3 +6,7 @@ oq_add_test(it_lib_engine_traits LABEL integration TIMEOUT 60
 # per-connection statement names, per-statement asynchronous commits.
 oq_add_test(it_lib_pooled_conn LABEL integration TIMEOUT 60
             SOURCES pooled_conn.c INTERNAL)
+# A multi-host conninfo whose first host is silent: a reconnect, and a new
+# handle sharing oq_db_opts.host_hint, start at the host that answered.
+oq_add_test(it_lib_multihost_first LABEL integration TIMEOUT 60
+            SOURCES multihost_first.c)

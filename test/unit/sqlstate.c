@@ -76,6 +76,7 @@ int main(void)
   check("42P02", OQ_ERR_SQL); /* undefined parameter ($5) */
   check("0A000", OQ_ERR_SQL);
   check("25P02", OQ_ERR_SQL);
+  check("25006", OQ_ERR_CONN); /* a read-only server: connect again */
   check("XX000", OQ_ERR_SQL);
   /* the named codes (onceq/sqlstate.h): each one five characters, the
    * ones the programs compare with spelled as the server sends them */

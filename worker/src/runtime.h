@@ -53,7 +53,9 @@ typedef struct wk_job {
 typedef struct wk {
   const wk_config *cfg;
   wk_metrics *m;
-  oq_db_opts dbo; /* deadline_ms: the fence delay */
+  oq_db_opts dbo;     /* deadline_ms: the fence delay */
+  unsigned host_hint; /* dbo.host_hint: the host of a multi-host --db that
+                        answered last, shared by every connection */
   pthread_mutex_t mu;
   pthread_cond_t work_cv;        /* jobs queued, or executors told to exit */
   pthread_cond_t slot_cv;        /* a slot freed, or a session event */

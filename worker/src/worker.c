@@ -236,8 +236,10 @@ static oq_db *open_listener(wk *w)
   oq_db *l = NULL;
   oq_db_opts o = w->dbo;
   const char *direct = cm_listen_db(w->cfg->listen_db);
-  if (direct)
+  if (direct) {
     o.conninfo = direct;
+    o.host_hint = NULL; /* another host list */
+  }
   o.application_name = "onceq-worker-listen";
   if (oq_db_open(&o, &l, err, sizeof err) != OQ_OK) {
     if (direct)
@@ -696,6 +698,10 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
   w.m = m;
   w.dbo.conninfo = cfg->db;
   w.dbo.application_name = "onceq-worker";
+  /* after a failover, the first thread that finds the new primary spares
+   * the others the connect_timeout on the old one (docs/deployment.md,
+   * "What bounds the time to resume") */
+  w.dbo.host_hint = &w.host_hint;
   /* no statement outlives the fence (docs/design.md §4a): a blocked call would
    * otherwise keep a thread past the moment the session may be reaped */
   w.dbo.deadline_ms = (int)(cfg->session_expiry_ms - wk_fence_margin_ms(cfg));

@@ -53,6 +53,16 @@ typedef struct oq_db_opts {
                                    answer: past it the connection is closed
                                    (OQ_ERR_CONN; COMMIT: OQ_ERR_AMBIGUOUS).
                                    Also sets tcp_user_timeout. */
+  /* May be NULL. A multi-host conninfo with target_session_attrs
+   * read-write or primary: which of its hosts (0 = the first) answered
+   * last, and the host the next connect tries first (then the others, in
+   * their order). Point every handle a program opens with this conninfo at
+   * one counter, kept for as long as they live (read and written
+   * atomically): after a failover, the first connection that finds the new
+   * primary spares the others the connect_timeout on the old one. Without
+   * it each handle remembers its own. Ignored for one host, other
+   * target_session_attrs, and a value past the list. */
+  unsigned *host_hint;
 } oq_db_opts;
 
 /*

@@ -32,6 +32,7 @@ typedef enum oq_sqlstate {
   OQ_SQLSTATE_IN_FAILED_TRANSACTION,  /* 25P02: transaction aborted */
   OQ_SQLSTATE_PROGRAM_LIMIT_EXCEEDED, /* 54000 */
   OQ_SQLSTATE_STATEMENT_TOO_COMPLEX,  /* 54001: e.g. JSON nested too deep */
+  OQ_SQLSTATE_READ_ONLY_TRANSACTION,  /* 25006: the server takes no writes */
   OQ_SQLSTATE__COUNT
 } oq_sqlstate;
 
