@@ -437,6 +437,11 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     wk_wait_slot(w, 100);
     return RUNNING;
   }
+  /* in flight before the claim: with ordering keys a claim finds nothing
+   * while our own items block their keys, and they may all finish before
+   * the claim returns; only a claim that began with nothing of ours in
+   * flight shows that nothing ready is left (--drain below) */
+  int busy_before = wk_busy(w);
   oq_item *items = NULL;
   size_t got = 0;
   oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want,
@@ -489,7 +494,7 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
    * (the next turn waits for room) */
   if (got > 0 && ((int)got == want || got_bytes >= max_bytes - held_bytes))
     return RUNNING;
-  if (cfg->drain && got == 0 && wk_busy(w) == 0) {
+  if (cfg->drain && got == 0 && busy_before == 0 && wk_busy(w) == 0) {
     /* how long the drain took, from the program's start (the peer
      * benchmark's clock for the worker, like graphile-worker's own) */
     OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL,
