@@ -152,16 +152,28 @@ static void retire(wk *w, oq_db *db, wk_gen *g, bool lost)
 /* --------------------------------------------------------------------- */
 /* Waiting and claiming */
 
+/* How often a wait that follows a short claim checks whether one of the
+ * worker's own items settled (wait_for_items). */
+#define SETTLE_CHECK_MS 20
+
 /* Wait for work to show up: a NOTIFY on PostgreSQL, else the poll timer. */
 static void wait_for_items(wk *w, oq_db *listen_db, int ms,
                            cm_signal_count *signals)
 {
   uint64_t until = wk_now_ms() + (uint64_t)ms;
+  /* A short claim while our own items are in flight says little about the
+   * next one: with ordering keys they hold the heads of their keys, and
+   * under a concurrency limit they count against it. So the first of them
+   * to settle ends the wait, as a NOTIFY would (checked every
+   * SETTLE_CHECK_MS); with nothing of ours in flight only a NOTIFY or the
+   * poll interval does. */
+  int busy_then = wk_busy(w);
   while (*signals == 0) {
     uint64_t now = wk_now_ms();
-    if (now >= until)
+    if (now >= until || (busy_then > 0 && wk_busy(w) < busy_then))
       return;
-    int chunk = (int)(until - now) > 250 ? 250 : (int)(until - now);
+    int most = busy_then > 0 ? SETTLE_CHECK_MS : 250;
+    int chunk = (int)(until - now) > most ? most : (int)(until - now);
     if (listen_db && oq_db_connected(listen_db)) {
       int notified = 0;
       if (oq_db_wait_notify(listen_db, chunk, &notified) != OQ_OK)
