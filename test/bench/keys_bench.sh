@@ -5,7 +5,7 @@
 # not a test: not in ctest; nothing passes or fails on speed.
 #
 #   ./test/bench/keys_bench.sh [--build DIR] [--base-rev REV] [--n N]
-#       [--keys K] [--layout interleaved|grouped] [--rounds R]
+#       [--keys K] [--layout interleaved|overtime|grouped] [--rounds R]
 #       [--workers W] [--partitions P] [--legs LIST] [-h|--help]
 #
 # Legs (--legs, comma-separated; default keys,parts,overhead,control):
@@ -50,8 +50,11 @@
 #   --n N          items per drain (default 20000)
 #   --keys K       distinct keys in the keyed drains (default 1000)
 #   --layout L     interleaved: item g has key g mod K (keys arrive mixed, as
-#                  events of many customers do; the default); grouped: a
-#                  key's items are enqueued one after the other
+#                  events of many customers do), all N in one INSERT (one
+#                  run_at; the default); overtime: the same keys with run_at
+#                  1 ms apart in enqueue order, as if enqueued over 20 s
+#                  (plain drains too); grouped: one INSERT, a key's items
+#                  one after the other
 #   --rounds R     rounds per leg (default 5); figures are medians of the
 #                  per-round ratios, with their range
 #   --workers W    the parts leg's workers (default 4)
@@ -83,7 +86,7 @@ while [ $# -gt 0 ]; do
   --n) num --n "$2" 100 2000000; N=$2 ;;
   --keys) num --keys "$2" 1 1000000; K=$2 ;;
   --layout)
-    case "$2" in interleaved | grouped) LAYOUT=$2 ;; *) die "--layout: interleaved or grouped" ;; esac
+    case "$2" in interleaved | overtime | grouped) LAYOUT=$2 ;; *) die "--layout: interleaved, overtime or grouped" ;; esac
     ;;
   --rounds) num --rounds "$2" 1 21; ROUNDS=$2 ;;
   --workers) num --workers "$2" 1 32; W=$2 ;;
@@ -181,16 +184,18 @@ new_db() {
     CREATE TABLE expect (id uuid PRIMARY KEY, k text, s bigint)" >/dev/null
 }
 
-# the fill's INSERT: N items, keyed (KEYED=1) or not
+# the fill's INSERT: N items, keyed (KEYED=1) or not; overtime: run_at 1 ms
+# apart in enqueue order, all in the past (keyed and plain alike)
 fill_sql() {
-  local keyexpr
+  local keyexpr runat="now()"
+  [ "$LAYOUT" != overtime ] || runat="now() - ($N - g) * interval '1 millisecond'"
   if [ "$1" = 1 ]; then
-    if [ "$LAYOUT" = interleaved ]; then keyexpr="'key-' || (g % $K)"; else keyexpr="'key-' || ((g - 1) * $K / $N)"; fi
-    echo "INSERT INTO onceq_items (payload, ordering_key)
-          SELECT jsonb_build_object('k', g), $keyexpr FROM generate_series(1, $N) g"
+    if [ "$LAYOUT" = grouped ]; then keyexpr="'key-' || ((g - 1) * $K / $N)"; else keyexpr="'key-' || (g % $K)"; fi
+    echo "INSERT INTO onceq_items (payload, ordering_key, run_at)
+          SELECT jsonb_build_object('k', g), $keyexpr, $runat FROM generate_series(1, $N) g"
   else
-    echo "INSERT INTO onceq_items (payload)
-          SELECT jsonb_build_object('k', g) FROM generate_series(1, $N) g"
+    echo "INSERT INTO onceq_items (payload, run_at)
+          SELECT jsonb_build_object('k', g), $runat FROM generate_series(1, $N) g"
   fi
 }
 
