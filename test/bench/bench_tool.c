@@ -1,7 +1,7 @@
 /*
  * bench_tool.c: helpers for test/bench/run.sh.
  *
- *   bench_tool sql claim|ack|ack_batch
+ *   bench_tool sql claim|claim_parts|ack|ack_batch
  *       print the PostgreSQL text of the statement the library sends
  *       (lib/src/dialect.c), so that the pgbench ceilings are built from
  *       the library's own SQL and follow any change to it (internal API:
@@ -17,7 +17,7 @@
 
 static int usage(void)
 {
-  fputs("usage: bench_tool sql claim|ack|ack_batch\n"
+  fputs("usage: bench_tool sql claim|claim_parts|ack|ack_batch\n"
         "       bench_tool migrate CONNINFO\n",
         stderr);
   return 2;
@@ -29,6 +29,7 @@ int main(int argc, char **argv)
     const char *name;
     oq__stmt stmt;
   } stmts[] = {{"claim", OQ__SQL_CLAIM},
+               {"claim_parts", OQ__SQL_CLAIM_PARTS},
                {"ack", OQ__SQL_ACK},
                {"ack_batch", OQ__SQL_ACK_BATCH}};
   if (argc != 3)

@@ -253,7 +253,7 @@ static void test_branches(void)
   ASSERT_CONTAINS(crdb, " WHERE claim IS NULL AND queue = ANY($2::text[])"
                         " AND run_at <= now() AND attempts < max_attempts"
                         " AND (onceq_items.ordering_key IS NULL OR");
-  ASSERT_CONTAINS(crdb, " AND k.claim IS NOT NULL)))"
+  ASSERT_CONTAINS(crdb, " AND k.enqueue_seq < onceq_items.enqueue_seq)))"
                         " AND NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
                         " WHERE ctl.queue = onceq_items.queue"
                         " AND (ctl.paused OR ctl.max_running IS NOT NULL"

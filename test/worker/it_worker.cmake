@@ -20,6 +20,14 @@ oq_add_script_test(NAME it_worker_sigstop SCRIPT it_sigstop.sh TIMEOUT 120
 # Ordering keys under kill -9: per-key ack order, 0 duplicates, 0 lost.
 oq_add_script_test(NAME it_worker_ordered_sigkill SCRIPT it_ordered_sigkill.sh
                    TIMEOUT 180 RUN_SERIAL ${_n})
+# --drain with ordering keys: a claim that finds every key blocked by the
+# worker's own items is not "nothing ready".
+oq_add_script_test(NAME it_worker_ordered_drain SCRIPT it_ordered_drain.sh
+                   TIMEOUT 90 ${_n})
+# A short claim with our own items in flight (ordering keys, a concurrency
+# limit): the next claim follows the first of them to settle.
+oq_add_script_test(NAME it_worker_short_claim_wake SCRIPT it_short_claim_wake.sh
+                   TIMEOUT 90 ${_n})
 oq_add_script_test(NAME it_worker_pg_restart SCRIPT it_pg_restart.sh
                    TIMEOUT 150 RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_notify SCRIPT it_notify.sh TIMEOUT 60

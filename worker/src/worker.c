@@ -152,16 +152,28 @@ static void retire(wk *w, oq_db *db, wk_gen *g, bool lost)
 /* --------------------------------------------------------------------- */
 /* Waiting and claiming */
 
+/* How often a wait that follows a short claim checks whether one of the
+ * worker's own items settled (wait_for_items). */
+#define SETTLE_CHECK_MS 20
+
 /* Wait for work to show up: a NOTIFY on PostgreSQL, else the poll timer. */
 static void wait_for_items(wk *w, oq_db *listen_db, int ms,
                            cm_signal_count *signals)
 {
   uint64_t until = wk_now_ms() + (uint64_t)ms;
+  /* A short claim while our own items are in flight says little about the
+   * next one: with ordering keys they hold the heads of their keys, and
+   * under a concurrency limit they count against it. So the first of them
+   * to settle ends the wait, as a NOTIFY would (checked every
+   * SETTLE_CHECK_MS); with nothing of ours in flight only a NOTIFY or the
+   * poll interval does. */
+  int busy_then = wk_busy(w);
   while (*signals == 0) {
     uint64_t now = wk_now_ms();
-    if (now >= until)
+    if (now >= until || (busy_then > 0 && wk_busy(w) < busy_then))
       return;
-    int chunk = (int)(until - now) > 250 ? 250 : (int)(until - now);
+    int most = busy_then > 0 ? SETTLE_CHECK_MS : 250;
+    int chunk = (int)(until - now) > most ? most : (int)(until - now);
     if (listen_db && oq_db_connected(listen_db)) {
       int notified = 0;
       if (oq_db_wait_notify(listen_db, chunk, &notified) != OQ_OK)
@@ -439,6 +451,11 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     wk_wait_slot(w, 100);
     return RUNNING;
   }
+  /* in flight before the claim: with ordering keys a claim finds nothing
+   * while our own items block their keys, and they may all finish before
+   * the claim returns; only a claim that began with nothing of ours in
+   * flight shows that nothing ready is left (--drain below) */
+  int busy_before = wk_busy(w);
   oq_item *items = NULL;
   size_t got = 0;
   oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want,
@@ -491,7 +508,7 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
    * (the next turn waits for room) */
   if (got > 0 && ((int)got == want || got_bytes >= max_bytes - held_bytes))
     return RUNNING;
-  if (cfg->drain && got == 0 && wk_busy(w) == 0) {
+  if (cfg->drain && got == 0 && busy_before == 0 && wk_busy(w) == 0) {
     /* how long the drain took, from the program's start (the peer
      * benchmark's clock for the worker, like graphile-worker's own) */
     OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL,
