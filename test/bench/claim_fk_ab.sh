@@ -102,12 +102,15 @@ for v in "${VARIANTS[@]}"; do
   q "$v" "CREATE TABLE ledger (item_id uuid PRIMARY KEY)"
   q "$v" "INSERT INTO onceq_sessions (id, expiry, hostname, pid, version, queues)
           VALUES ('$SESS', interval '1 day', 'bench', 0, 'bench', 'default')"
-  fk=$(q "$v" "SELECT conname FROM pg_constraint
-               WHERE conrelid = 'onceq_items'::regclass AND contype = 'f'")
-  [ "$fk" = onceq_items_claim_fkey ] || die "$v: onceq_items has no claim foreign key"
-  [ "$v" = fk ] || q "$v" "ALTER TABLE onceq_items DROP CONSTRAINT $fk"
+  # schema v7 dropped the foreign key: the fk database gets it back
+  q "$v" "SET client_min_messages = warning;
+          ALTER TABLE onceq_items DROP CONSTRAINT IF EXISTS onceq_items_claim_fkey" >/dev/null
+  if [ "$v" = fk ]; then
+    q "$v" "ALTER TABLE onceq_items ADD CONSTRAINT onceq_items_claim_fkey
+            FOREIGN KEY (claim) REFERENCES onceq_sessions (id) ON DELETE SET NULL"
+  fi
 done
-echo "fk:      onceq_items_claim_fkey dropped in onceq_nofk and onceq_lock"
+echo "fk:      onceq_items_claim_fkey only in onceq_fk"
 
 # The library's claim with its parameters as literals: $1 the session, $2
 # the queues, $3 the batch, $4 the byte budget (the worker's default).
@@ -118,9 +121,15 @@ if grep -q '\$[0-9]' <<<"$LIB_CLAIM"; then
   die "the library's claim has parameters this bench does not know: $LIB_CLAIM"
 fi
 # nofk+lock: the session row locked once, the scan joined to it (no row:
-# nothing is claimed). Skipped when the library's claim already locks it.
+# nothing is claimed). From schema v7 on the library's claim is that one,
+# and the fk and nofk variants run it with the lock taken out.
 LOCK_CLAIM=$LIB_CLAIM
-if ! grep -q 'FROM onceq_sessions' <<<"$LIB_CLAIM"; then
+if grep -q 'FROM onceq_sessions' <<<"$LIB_CLAIM"; then
+  LIB_CLAIM=$(sed -e 's/^WITH s AS (SELECT 1 \/ count(\*) AS live FROM (SELECT 1 FROM onceq_sessions .* FOR KEY SHARE) l), c AS MATERIALIZED (/WITH c AS MATERIALIZED (/' \
+    -e 's/ FROM s CROSS JOIN / FROM /' <<<"$LOCK_CLAIM")
+  ! grep -q 'onceq_sessions' <<<"$LIB_CLAIM" ||
+    die "cannot take the session lock out of the library's claim; update this bench"
+else
   LOCK_CTE="WITH s AS (SELECT id FROM onceq_sessions WHERE id = '$SESS'::uuid"
   LOCK_CTE+=" AND heartbeated_at + expiry >= now() FOR KEY SHARE),"
   LOCK_CLAIM=$(sed -e "s/^WITH c AS MATERIALIZED (/$LOCK_CTE c AS MATERIALIZED (/" \

@@ -528,8 +528,13 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
         # brng and writes batches, psql_said, items and next_n
         enq = threading.Thread(target=self.enqueuer, args=(deadline,), daemon=True)
         enq.start()
+        self.orphan_samples, self.orphans_seen = 0, []
+        next_orphan_check = now_ms() + 1000
         while (self.next_n <= a.items or nfaults < a.faults) and time.time() < deadline:
             t = now_ms()
+            if t >= next_orphan_check:
+                self.check_orphans()
+                next_orphan_check = t + 1000
             if nfaults < a.faults and t >= next_fault:
                 self.fault()
                 nfaults += 1
@@ -592,6 +597,30 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
                 % (self.tmp, self.db))
         return 0 if ok else 1
 
+    # The invariant of schema v7's claim session lock (docs/design.md §2):
+    # no item is ever claimed by a session whose row is gone. One statement,
+    # one snapshot; the release commits with the delete, so any row it finds
+    # is a violation, not a moment between two steps. Sampled about once a
+    # second while the faults run (skipped while the server is down).
+    def check_orphans(self):
+        try:
+            out = self.sql(
+                "SELECT count(*) || '|' || coalesce(min(i.claim::text), '')"
+                " FROM onceq_items i WHERE i.claim IS NOT NULL AND NOT EXISTS"
+                " (SELECT 1 FROM onceq_sessions s WHERE s.id = i.claim)",
+                timeout=5, check=False)
+        except subprocess.TimeoutExpired:
+            return
+        if not out or "|" not in out:
+            return
+        n, sid = out.strip().split("|", 1)
+        if not n.isdigit():
+            return
+        self.orphan_samples += 1
+        if int(n) > 0:
+            self.orphans_seen.append("%s item(s) of gone session %s" % (n, sid))
+            log("chaos: %s item(s) claimed by gone session %s" % (n, sid))
+
     def enqueuer(self, deadline):
         a = self.a
         t0 = time.time()
@@ -648,6 +677,12 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
             n, c = line.split("|")
             ledger[int(n)] = int(c)
         dups = {n: c for n, c in ledger.items() if c > 1}
+        if getattr(self, "orphans_seen", None):
+            bad.append("items claimed by a session whose row is gone: %s"
+                       % self.orphans_seen[:5])
+        log("orphan check: %d sample(s), %d with an item claimed by a gone"
+            " session" % (getattr(self, "orphan_samples", 0),
+                          len(getattr(self, "orphans_seen", []))))
         left = int(self.sql_patiently("SELECT count(*) FROM onceq_items"))
         dead = {}
         for line in self.sql_patiently(
