@@ -12,6 +12,8 @@
  * again: no item may be claimed by a session that no longer exists, and
  * the claim either succeeded (and the reap released its items) or
  * reported OQ_ERR_SESSION_LOST. Bounded: ROUNDS rounds or MAX_SECONDS.
+ * Then: a claim of a reaped session fails and claims nothing, and a reap
+ * releases the items of a session row deleted by hand.
  * Runs under the harness's isolation (READ COMMITTED and SERIALIZABLE).
  */
 #include <pthread.h>
@@ -132,6 +134,26 @@ int main(void)
   oq_items_free(items, n);
   oq_session_free(s);
   printf("ok a claim of a reaped session fails with SESSION_LOST\n");
+
+  /* A session row deleted by hand, not through onceq (no release in its
+   * transaction): its items stay claimed until the next reap, which
+   * releases them (OQ__SQL_RELEASE_ORPHANS). */
+  oq_session *h = SEM_LONG_SESSION(dbc);
+  char hid[OQ_UUID_LEN + 1];
+  oqt_copy(hid, sizeof hid, oq_session_id(h));
+  ASSERT_EQ(SEM_CLAIM(dbc, h, QUEUE, 5, &items), 5);
+  oq_items_free(items, 5);
+  ASSERT_EQ(QEXEC(admin, "DELETE FROM onceq_sessions WHERE id = $1::uuid", hid),
+            1);
+  ASSERT_EQ(
+      QLONG(admin, "SELECT count(*) FROM onceq_items WHERE claim = $1", hid),
+      5);
+  ASSERT_OK(reaper, oq_reap(reaper, NULL, NULL));
+  ASSERT_EQ(oqt_scalar(admin, "SELECT count(*) FROM onceq_items"
+                              " WHERE claim IS NOT NULL"),
+            0);
+  oq_session_free(h);
+  printf("ok a reap releases the items of a session row deleted by hand\n");
   oq_db_close(dbc);
   oq_db_close(reaper);
   oq_db_close(admin);
