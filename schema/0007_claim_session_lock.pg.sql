@@ -19,4 +19,10 @@
 -- items: `onceq reap` releases the claims of sessions that no longer
 -- exist as well (OQ__SQL_RELEASE_ORPHANS).
 -- The onceq_items_claim index stays: the release looks items up by claim.
+-- Binaries older than v7 refuse to start against this schema (docs/worker.md:
+-- a schema newer than the binary is refused). One already running when it
+-- is applied still reaps without a release and claims without the lock
+-- until it is restarted; what that leaves claimed by a gone session, the
+-- reap of any v7 process releases (OQ__SQL_RELEASE_ORPHANS). The ack's
+-- claim check is unchanged, so exactly-once holds throughout.
 ALTER TABLE onceq_items DROP CONSTRAINT IF EXISTS onceq_items_claim_fkey;
