@@ -77,21 +77,27 @@ static oq_err claim_precheck(oq_db *db, const oq_session *s,
   return oq__session_usable(db, s);
 }
 
-/* A claim statement failing with 23503 means our session row is gone. */
+/* A claim statement failing with 22012 means our session row is gone or
+ * expired: the claim's session lock divides by its count (dialect.c,
+ * SESSION_LIVE; schema v8). 23503 is the same news from a database still
+ * at schema v6, whose foreign key refuses the claim. */
 static oq_err session_gone(oq_db *db, const oq_session *s, oq_err e)
 {
-  if (e == OQ_ERR_SQL &&
-      oq__sqlstate_is(oq_db_sqlstate(db), OQ_SQLSTATE_FOREIGN_KEY_VIOLATION)) {
-    /* foreign_key_violation: our session row is gone; the library marks
-     * its own session, so callers branch on the code alone */
-    oq__session_mark_lost(s);
-    return oq__db_fail(db, OQ_ERR_SESSION_LOST,
-                       oq_sqlstate_code(OQ_SQLSTATE_FOREIGN_KEY_VIOLATION),
-                       "session %s no longer exists (reaped); open a new "
-                       "session",
-                       oq_session_id(s));
+  if (e == OQ_OK)
+    return e;
+  oq_sqlstate st = OQ_SQLSTATE_DIVISION_BY_ZERO;
+  if (!oq__sqlstate_is(oq_db_sqlstate(db), st)) {
+    st = OQ_SQLSTATE_FOREIGN_KEY_VIOLATION;
+    if (!oq__sqlstate_is(oq_db_sqlstate(db), st))
+      return e;
   }
-  return e;
+  /* the library marks its own session, so callers branch on the code
+   * alone */
+  oq__session_mark_lost(s);
+  return oq__db_fail(db, OQ_ERR_SESSION_LOST, oq_sqlstate_code(st),
+                     "session %s no longer exists or has expired (reaped); "
+                     "open a new session",
+                     oq_session_id(s));
 }
 
 /* Run the claim statement for the queues in qarr, appending to acc. */

@@ -104,11 +104,48 @@
   " OR ctl.rate_limit IS NOT NULL))"
 #define QUEUES_ALL "unnest($2::text[]) AS q(name)"
 
+/*
+ * The claim's session lock (schema v8, docs/design.md section 1): it
+ * replaces the `claim` foreign key, which checked every claimed row
+ * against onceq_sessions (about 15% of a 1,000-row claim,
+ * test/bench/claim_fk_ab.sh). Every claim statement reads its own session
+ * row once, only if it has not expired, with a shared lock, and divides by
+ * the count: no live row, and the statement fails with 22012 (claim.c
+ * reports OQ_ERR_SESSION_LOST) before it claims anything. The lock is what
+ * orders a claim and a reap of its session (reaper.c):
+ *  - the claim locked first: the reap's DELETE waits for the claim to
+ *    commit, and its release, a later statement of the same transaction,
+ *    sees and releases what the claim took;
+ *  - the reap deleted first: the claim's lock waits for the reap's
+ *    commit, then finds the row gone (READ COMMITTED rechecks a locked
+ *    row's latest version), and the claim fails.
+ * So no item stays claimed by a session whose row is gone (model:
+ * test/model/onceq.pml, NOSESSIONLOCK; test: it_lib_claim_reap_race).
+ * PostgreSQL takes FOR KEY SHARE: it conflicts with the DELETE but not
+ * with the heartbeat's UPDATE of a non-key column (PostgreSQL docs,
+ * "Explicit Locking", row-level lock modes). CockroachDB takes FOR SHARE
+ * (v23.2+; FOR KEY SHARE is an alias there): under SERIALIZABLE, its
+ * default, a claim that read the row and a reap that deletes it cannot both
+ * commit out of order whatever the lock does (CockroachDB docs, "SELECT
+ * ... FOR UPDATE": shared locks are best-effort under SERIALIZABLE, which
+ * does not rely on locking for correctness); under READ COMMITTED the lock
+ * is durable and orders them as on PostgreSQL.
+ * PostgreSQL: a one-row CTE joined into the claim's scan (c below), so
+ * no row is chosen without it. CockroachDB: an uncorrelated subquery in
+ * the UPDATE's WHERE, planned and run once before the scan.
+ */
+#define SESSION_LIVE(lock)                                                     \
+  "(SELECT 1 / count(*) AS live FROM (SELECT 1 FROM onceq_sessions"            \
+  " WHERE id = $1::uuid AND heartbeated_at + expiry >= now() " lock ") l)"
+#define SESSION_LIVE_CRDB " AND " SESSION_LIVE("FOR SHARE") " = 1"
+
+#define SESSION_LIVE_PG SESSION_LIVE("FOR KEY SHARE")
+
 #define CLAIM_PG(queues, ready_in_queue, budget)                               \
-  "WITH c AS MATERIALIZED ("                                                   \
+  "WITH s AS " SESSION_LIVE_PG ", c AS MATERIALIZED ("                         \
   " SELECT x.id, x.priority, x.run_at, x.bytes"                                \
-  " FROM " queues " CROSS JOIN LATERAL (SELECT id, priority, run_at,"          \
-  " octet_length(payload::text) AS bytes FROM onceq_items"                     \
+  " FROM s CROSS JOIN " queues " CROSS JOIN LATERAL (SELECT id, priority,"     \
+  " run_at, octet_length(payload::text) AS bytes FROM onceq_items"             \
   " WHERE " ready_in_queue " ORDER BY priority DESC, run_at LIMIT $3::int"     \
   " FOR UPDATE SKIP LOCKED) x"                                                 \
   " ORDER BY x.priority DESC, x.run_at LIMIT $3::int),"                        \
@@ -143,7 +180,8 @@ static const char claim_limited_pg[] =
 static const char claim_limited_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
     " attempts = attempts + 1"
-    " WHERE " READY " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " WHERE " READY SESSION_LIVE_CRDB
+    " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
 /*
@@ -158,7 +196,8 @@ static const char claim_limited_crdb[] =
 static const char claim_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
     " attempts = attempts + 1"
-    " WHERE " READY QUEUE_OPEN " ORDER BY priority DESC, run_at LIMIT $3::int"
+    " WHERE " READY QUEUE_OPEN SESSION_LIVE_CRDB
+    " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
 /*
@@ -196,7 +235,7 @@ static const char claim_parts_pg[] =
 static const char claim_parts_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
     " attempts = attempts + 1"
-    " WHERE " READY_IN_RANGE QUEUE_OPEN
+    " WHERE " READY_IN_RANGE QUEUE_OPEN SESSION_LIVE_CRDB
     " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
@@ -433,7 +472,10 @@ static const char *const shared[OQ__SQL__COUNT] = {
         "INSERT INTO onceq_sessions (expiry, hostname, pid, version, queues)"
         " VALUES ($1::int8 * interval '1 millisecond', $2::text, $3::int,"
         " $4::text, $5::text) RETURNING id::text",
-    [OQ__SQL_SESSION_END] = "DELETE FROM onceq_sessions WHERE id = $1::uuid",
+    /* the end of a session and the reap: the DELETE, then (same
+     * transaction, a statement of its own) OQ__SQL_RELEASE_SESSIONS */
+    [OQ__SQL_SESSION_END] = "DELETE FROM onceq_sessions WHERE id = $1::uuid"
+                            " RETURNING id::text",
     /* an expired row is never revived (docs/design.md §4a): 0 rows means lost
      * even if no reaper has deleted it yet */
     [OQ__SQL_HEARTBEAT] = "UPDATE onceq_sessions SET heartbeated_at = now()"
@@ -443,6 +485,27 @@ static const char *const shared[OQ__SQL__COUNT] = {
     [OQ__SQL_REAP_SESSIONS] = "DELETE FROM onceq_sessions"
                               " WHERE heartbeated_at + expiry < now()"
                               " RETURNING id::text",
+    /* Release every item the deleted sessions $1 (uuid[]) held, in the
+     * transaction that deleted them (schema v8: no foreign key does it).
+     * A statement of its own, after the DELETE: the DELETE waited for the
+     * claims that had locked those rows (SESSION_LIVE), and under READ
+     * COMMITTED this statement's snapshot, taken after, sees their items
+     * (one statement with the DELETE in a CTE would read them with the
+     * snapshot from before the wait). Only claim is cleared, as the foreign
+     * key's SET NULL did: the attempt stays counted. */
+    [OQ__SQL_RELEASE_SESSIONS] = "UPDATE onceq_items SET claim = NULL"
+                                 " WHERE claim = ANY($1::uuid[])",
+    /* Items claimed by a session whose row is gone without a release (a
+     * row deleted by hand, or by a version before schema v8 after its
+     * foreign key was dropped): released by the reap. The join on o.c
+     * keeps it to the orphan's claim: a row released and claimed again
+     * meanwhile (by a live session) no longer matches when the UPDATE
+     * rechecks it. It reads the claim index (the in-flight items). */
+    [OQ__SQL_RELEASE_ORPHANS] =
+        "UPDATE onceq_items i SET claim = NULL FROM (SELECT DISTINCT"
+        " claim AS c FROM onceq_items WHERE claim IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM onceq_sessions s"
+        " WHERE s.id = onceq_items.claim)) o WHERE i.claim = o.c",
     /* matches the onceq_items_exhausted partial index predicate */
     [OQ__SQL_REAP_EXHAUSTED] =
         "WITH d AS (DELETE FROM onceq_items"

@@ -46,9 +46,17 @@ bool oq__sqlstate_is(const char *sqlstate, oq_sqlstate code);
 oq_err oq__session_usable(oq_db *db, const oq_session *s);
 /* The state at monotonic time now_ms (oq_session_state_get uses now). */
 oq_session_state oq__session_state_at(const oq_session *s, uint64_t now_ms);
-/* The heartbeat (or a claim's foreign-key error) found the row gone. The
+/* The heartbeat (or a claim's session lock) found the row gone. The
  * state is atomic, so the library marks it through a const handle. */
 void oq__session_mark_lost(const oq_session *s);
+/* Delete sessions with del_sql (a DELETE FROM onceq_sessions ... RETURNING
+ * id::text) and release every item they held, in one transaction (reaper.c;
+ * schema v8). *deleted / *released (may be NULL): rows deleted, items
+ * released; *ids (may be NULL): the deleted ids, malloc'ed, free with
+ * free(). */
+oq_err oq__sessions_delete(oq_db *db, const char *del_sql, int nparams,
+                           const char *const *params, int *deleted,
+                           long *released, char (**ids)[OQ_UUID_LEN + 1]);
 /* A heartbeat sent at sent_ms landed. Ignored once the session is lost. */
 void oq__session_mark_ok(oq_session *s, uint64_t sent_ms);
 
@@ -87,6 +95,8 @@ typedef enum oq__stmt {
   OQ__SQL_SESSION_END,
   OQ__SQL_HEARTBEAT,
   OQ__SQL_REAP_SESSIONS,
+  OQ__SQL_RELEASE_SESSIONS,
+  OQ__SQL_RELEASE_ORPHANS,
   OQ__SQL_REAP_EXHAUSTED,
   OQ__SQL_PARTS_JOIN,
   OQ__SQL_PARTS_LEAVE,

@@ -124,9 +124,10 @@ oq_err oq_session_open(oq_db *db, const oq_session_opts *opts, oq_session **out)
 oq_err oq_session_end(oq_db *db, oq_session *s)
 {
   const char *params[1] = {s->id};
+  /* the row and, in the same transaction, its claims (reaper.c) */
   oq_err e =
-      oq__db_query_retry(db, oq__sql(oq_db_engine(db), OQ__SQL_SESSION_END), 1,
-                         params, NULL, NULL, NULL);
+      oq__sessions_delete(db, oq__sql(oq_db_engine(db), OQ__SQL_SESSION_END), 1,
+                          params, NULL, NULL, NULL);
   if (e == OQ_OK) {
     oq__session_mark_lost(s);
     OQ_LOG(OQ_LOG_INFO, s->id, NULL, "session ended; claims released");

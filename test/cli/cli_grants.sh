@@ -124,7 +124,7 @@ no_denied producer "$OQ_TMP/producer.log"
 
 # ---- worker ----------------------------------------------------------------
 # A dead worker's session, expired, holding a claim: the worker role's
-# reaper must delete it, and the foreign key release the item.
+# reaper must delete it and release the item (the reap's transaction).
 GHOST=$(adm "INSERT INTO onceq_sessions (expiry, hostname, pid, version, queues)
              VALUES (interval '5 seconds', 'ghost', 1, 'x', 'g') RETURNING id")
 adm "UPDATE onceq_sessions SET heartbeated_at = now() - interval '1 hour'
@@ -138,7 +138,7 @@ oq_check "worker role: onceq reap exit" "$OQ_RC" 0
 no_denied "worker role: onceq reap" "$OQ_TMP/wreap.err"
 oq_check "the expired session, reaped by the worker role" \
   "$(adm "SELECT count(*) FROM onceq_sessions WHERE id = '$GHOST'")" 0
-oq_check "its claim released by the foreign key" \
+oq_check "its claim released by the reap" \
   "$(adm "SELECT count(*) FROM onceq_items WHERE id = '$ID1' AND claim IS NULL")" 1
 OQ_RC=0
 timeout 90 "$ONCEQ_WORKER" --queue g --concurrency 2 --history --partitioned \

@@ -305,12 +305,19 @@ static void in_the_gap(void *ud, cutproxy_mode mode)
   if (g->kind != CASE_REAPED && g->kind != CASE_ACKED_ELSEWHERE)
     return;
   oq_db *db = oqt_connect(g->dsn);
-  /* What a reaper does to an expired session: delete the row; the FK
-   * releases its claims. This waits for the abandoned transaction (which
-   * holds the item's row lock) to roll back. */
+  /* The session expires and is reaped: oq_reap deletes the row and
+   * releases its claims in the same transaction (schema v8). The release
+   * waits for the abandoned transaction (which holds the item's row lock)
+   * to roll back. */
   const char *params[1] = {g->session_id};
-  oq_err e = oq_db_exec(db, "DELETE FROM onceq_sessions WHERE id = $1", 1,
-                        params, &g->reaped);
+  oq_err e = oq_db_exec(db,
+                        "UPDATE onceq_sessions SET heartbeated_at = now()"
+                        " - interval '1 hour' WHERE id = $1",
+                        1, params, NULL);
+  int nreaped = 0;
+  if (e == OQ_OK)
+    e = oq_reap(db, &nreaped, NULL);
+  g->reaped = nreaped;
   if (e != OQ_OK)
     OQT_FAIL("reap: %s (%s)", oq_strerror(e), oq_db_errmsg(db));
   if (g->kind == CASE_ACKED_ELSEWHERE) {

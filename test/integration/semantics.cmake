@@ -43,3 +43,7 @@ oq_add_test(it_lib_queue_limit LABEL integration TIMEOUT 90
 # A queue's fleet-wide rate limit (issue 23 item 4).
 oq_add_test(it_lib_queue_rate LABEL integration TIMEOUT 90
             SOURCES queue_rate.c INTERNAL)
+# A claim racing the reap of its session leaves no item claimed by a
+# session whose row is gone (issue 22 item 2: schema v8's session lock).
+oq_add_test(it_lib_claim_reap_race LABEL integration TIMEOUT 60
+            SOURCES claim_reap_race.c)

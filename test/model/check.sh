@@ -18,6 +18,9 @@
 #              trail must replay in spin
 #   broken     -DNORECONCILE (no reconciliation sweep): pan MUST report an
 #              acceptance cycle (an item stranded forever)
+#   broken     -DNOSESSIONLOCK (the claim reads its session row without
+#              locking it, schema v8): pan MUST report the assertion
+#              that a claim never commits for a session whose row is gone
 #   ordered    -DORDERED (both items share an ordering key): safety with 2
 #              faults, partitioned with 1 (the key spans both parts), and
 #              liveness with 1: item 1 is acknowledged only after item 0
@@ -128,6 +131,7 @@ verify ordered ok "-DORDERED -DMAXF=2" ""
 verify ordered_parts ok "-DORDERED -DPARTS -DMAXF=1" ""
 verify live_ordered ok "-DLIVENESS -DORDERED -DMAXF=1" "-a -f"
 verify nokeyhead 'assertion violated' "-DORDERED -DNOKEYHEAD -DMAXF=1" ""
+verify nosessionlock 'assertion violated.*db_row' "-DNOSESSIONLOCK -DMAXF=1" ""
 
 if [ $FAILS -ne 0 ]; then
   echo "model: $FAILS check(s) failed (work files in $WORK)" >&2

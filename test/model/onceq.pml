@@ -29,6 +29,17 @@
  *                 sessions and, with PARTS, a key spread over two parts)
  *   NOKEYHEAD     with ORDERED, the claim forgets the key predicate: the
  *                 broken variant that must produce a counterexample
+ *   NOSESSIONLOCK the claim reads its session row without locking it (no
+ *                 FOR KEY SHARE in SESSION_LIVE, lib/src/dialect.c): the
+ *                 broken variant that must leave an item claimed by a
+ *                 deleted session (the orphans() monitor)
+ *
+ * Since schema v8 no foreign key ties onceq_items.claim to onceq_sessions.
+ * A claim is two steps of one statement: it locks its session row (or finds
+ * it gone or expired and fails, claiming nothing), then claims and commits,
+ * releasing the lock. Deleting a session row (the reap, a worker's own
+ * delete) waits while a claim holds that lock, then releases the session's
+ * items in the same transaction (OQ__SQL_RELEASE_SESSIONS).
  */
 
 #define W 2    /* workers */
@@ -50,7 +61,8 @@
 #else
 #error "MAXF must be 1..3"
 #endif
-#define REAPABLE(s) (db_row[s] && db_expired[s])
+/* the reap's DELETE waits for the claims that locked the row */
+#define REAPABLE(s) (db_row[s] && db_expired[s] && db_shlock[s] == 0)
 #define ABANDONED(s)                                                           \
   (db_row[s] && !db_expired[s] && s != g_cur[0] && s != g_cur[1])
 #define RUNNING(w) (g_cur[w] != 0 && db_row[g_cur[w]] && !db_expired[g_cur[w]])
@@ -99,6 +111,7 @@ byte db_cat[N];     /* claimed_at: one value per claim of the item */
 byte db_att[N];     /* attempts */
 byte db_state[N];   /* PRESENT, ACKED, DEAD */
 byte db_owner[P];   /* onceq_session_parts: part -> session (PK part) */
+byte db_shlock[S];  /* claim statements holding session s's row lock */
 
 /* ---- ghosts: what the properties look at ---- */
 byte g_acks[N];    /* committed acknowledgements of item i */
@@ -134,8 +147,11 @@ inline session_open(w, sid)
   }
 }
 
-/* Delete session s's row: the FK's ON DELETE SET NULL releases its claims
- * and ON DELETE CASCADE frees its parts, in the same statement. */
+/* Delete session s's row and, in the same transaction, release its claims
+ * (OQ__SQL_RELEASE_SESSIONS, a statement after the DELETE: it sees every
+ * claim that held the row's lock, since the DELETE waited for them); the
+ * parts' ON DELETE CASCADE frees its parts. Callers wait for
+ * db_shlock[s] == 0 (the DELETE blocks on the claims' lock). */
 inline session_delete(s)
 {
   db_row[s] = 0;
@@ -259,6 +275,7 @@ proctype worker(byte w)
   bool rec[N];    /* the sweep's read: claimed by us, no job */
   byte rcat[N];   /* ... and the claimed_at it read */
   bool rec_phase; /* between the sweep's read and its release */
+  bool claiming;  /* a claim statement is between its lock and its commit */
   byte i, k, n, idx, lo, hi;
 
   session_open(w, sid);
@@ -282,9 +299,9 @@ end:
 
   /* ---- LOST: wait for the jobs, delete the row, open a new session ---- */
   :: atomic {
-      st == LOST && !held[0] && !held[1] ->
+      st == LOST && !held[0] && !held[1] && !claiming ->
       if
-      :: db_row[sid] -> session_delete(sid)
+      :: db_row[sid] && db_shlock[sid] == 0 -> session_delete(sid)
       :: skip /* the delete failed: the reaper will do it */
       fi;
       CLAIMABLE(w, 0) = 0;
@@ -302,6 +319,16 @@ end:
   :: atomic {
       FAULT_OK ->
       g_faults++;
+      /* a claim in flight dies with the connection: rolled back, its
+       * session lock released, nothing claimed */
+      if
+      :: claiming ->
+#ifndef NOSESSIONLOCK
+        db_shlock[sid]--;
+#endif
+        claiming = 0
+      :: else -> skip
+      fi;
       held[0] = 0;
       held[1] = 0;
       amb[0] = 0;
@@ -318,20 +345,40 @@ end:
     st = LIVE
 
   /* ---- claim loop: claim one ready item (OQ__SQL_CLAIM, or with PARTS
-   * OQ__SQL_CLAIM_PARTS in the parts we own or in orphan parts) ---- */
+   * OQ__SQL_CLAIM_PARTS in the parts we own or in orphan parts), one
+   * statement in two steps. First its session lock (SESSION_LIVE): no live
+   * row, and the statement fails (22012: OQ_ERR_SESSION_LOST), claiming
+   * nothing; a reap that holds the row waits before this step, so it is
+   * modelled as deleting first. ---- */
   :: atomic {
-      st == LIVE && !rec_phase && (READY(w, 0) || READY(w, 1)) ->
+      st == LIVE && !rec_phase && !claiming &&
+      (READY(w, 0) || READY(w, 1)) ->
       if
-      :: READY(w, 0) -> i = 0
-      :: READY(w, 1) -> i = 1
-      fi;
-      if
-      :: !db_row[sid] -> st = LOST /* the FK refuses claim = sid */
+      :: !db_row[sid] || db_expired[sid] -> st = LOST
       :: else ->
+#ifndef NOSESSIONLOCK
+        db_shlock[sid]++;
+#endif
+        claiming = 1
+      fi
+    }
+  /* ... then the scan, the UPDATE and the commit, which ends the lock.
+   * Without the lock (NOSESSIONLOCK) the row may be gone by now: the
+   * statement read it in its snapshot and claims anyway. */
+  :: atomic {
+      claiming ->
+      if
+      :: READY(w, 0) || READY(w, 1) ->
+        if
+        :: READY(w, 0) -> i = 0
+        :: READY(w, 1) -> i = 1
+        fi;
 #ifdef PARTS
         /* a claim made through ownership of a part: we hold its row */
         assert(!CLAIMABLE(w, PART(i)) || db_owner[PART(i)] == sid);
 #endif
+        /* a claim never commits for a session whose row is gone */
+        assert(db_row[sid]);
         db_claim[i] = sid;
         db_cat[i]++;
         db_att[i]++;
@@ -339,14 +386,19 @@ end:
         :: held[i] = 1; hcat[i] = db_cat[i]
         :: FAULT_OK -> g_faults++; need_rec = 1 /* reply lost */
         fi
+      :: else -> skip /* nothing ready any more: 0 rows */
       fi;
+#ifndef NOSESSIONLOCK
+      db_shlock[sid]--;
+#endif
+      claiming = 0;
       i = 0
     }
 
 #ifdef PARTS
   /* ---- a partition round (oq_parts_rebalance: one transaction) ---- */
   :: atomic {
-      st == LIVE && g_round_due[w] && !rec_phase ->
+      st == LIVE && g_round_due[w] && !rec_phase && !claiming ->
       g_round_due[w] = 0;
       if
       :: !db_row[sid] -> st = LOST /* OQ__SQL_PARTS_JOIN found no row */
@@ -542,6 +594,16 @@ end:
       false) ->
     assert(false)
   }
+}
+
+/* The invariant the session lock keeps (no foreign key does since schema
+ * v8): no item is ever claimed by a session whose row is gone. */
+#define ORPHAN(i) (db_state[i] == PRESENT && db_claim[i] != 0 && \
+                   !db_row[db_claim[i]])
+active proctype orphans()
+{
+end:
+  atomic { (ORPHAN(0) || ORPHAN(1)) -> assert(false) }
 }
 
 init

@@ -7,7 +7,7 @@
 # 400 ms kill-before-expiry, left 0.6 s whatever --kill-grace said).
 # The fence comes from a lock: a transaction holds the session row
 # (FOR NO KEY UPDATE, which blocks the heartbeat's UPDATE but not the
-# claims' foreign key checks) while the child runs.
+# claims' FOR KEY SHARE lock of the session row) while the child runs.
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
 oq_setup fence_grace
 T=$OQ_TMP

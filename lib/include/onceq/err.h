@@ -76,8 +76,8 @@ typedef enum oq_err {
   OQ_ERR_CLAIM_LOST,
   /* oq_strerror: "session lost"
    * means: the session row is gone (reaped), or the session expired on its own
-   *     clock; the library marks the session lost itself (a claim's foreign-key
-   *     error too)
+   *     clock; the library marks the session lost itself (a claim that finds
+   *     its row gone or expired, 22012, too)
    * do: stop all work, free the session and open a new one; the reap releases
    *     what it held */
   OQ_ERR_SESSION_LOST,

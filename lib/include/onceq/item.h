@@ -40,7 +40,8 @@ typedef struct oq_item {
 /*
  * Claim up to max items of the given queues (nqueues > 0). On OQ_OK,
  * *items (free with oq_items_free) holds *n items, possibly 0. A session
- * whose row is gone gives OQ_ERR_SESSION_LOST. OQ_ERR_NOMEM (out of memory
+ * whose row is gone or expired gives OQ_ERR_SESSION_LOST (the claim locks
+ * its session row once, schema v8). OQ_ERR_NOMEM (out of memory
  * while copying the rows) returns no item, yet the statement may have
  * claimed rows for s: release them now (oq_session_claims_read, then
  * oq_release of those not held, ack.h), or they wait for the session's

@@ -1,8 +1,11 @@
 /*
  * reaper.h: deletes sessions whose heartbeat is older than their own expiry.
  *
- * The FK claim REFERENCES onceq_sessions ON DELETE SET NULL releases every
- * item a reaped session held in the same statement. Items abandoned on their
+ * The transaction that deletes a session also releases every item it held
+ * (claim = NULL; schema v8, where each claim locks its session row instead
+ * of a foreign key checking every claimed row), and so does
+ * oq_session_end; a reap also releases items whose session row was deleted
+ * by hand. Items abandoned on their
  * last attempt (attempts >= max_attempts, unclaimed) are then moved to
  * onceq_dead: a poison item that kills its worker every time still ends.
  * Reaping is idempotent, so any number of reapers may run at once; the

@@ -1,0 +1,28 @@
+-- onceq schema v8 (PostgreSQL): the claim's session lock replaces the
+-- `claim` foreign key (issue 22 item 2; docs/design.md section 1).
+-- Idempotent, like v1; it depends on no migration after v1.
+--
+-- The foreign key checked every claimed row against onceq_sessions (one
+-- FOR KEY SHARE probe per row: about 15% of a 1,000-row claim, measured
+-- by test/bench/claim_fk_ab.sh, docs/benchmarks.md). What it guaranteed
+-- now comes from the statements (lib/src/dialect.c):
+--  - every claim statement locks its session row once (FOR KEY SHARE,
+--    only if it has not expired) and fails with 22012 when there is none,
+--    so a reap either waits for the claim's commit or the claim finds the
+--    row gone and claims nothing;
+--  - the reap (oq_reap) and the end of a session (oq_session_end) delete
+--    the session row and then, in the same transaction, release every item
+--    it held (claim = NULL); under READ COMMITTED the release is a
+--    statement of its own, after the DELETE has waited for the claimers,
+--    so its snapshot sees their claims.
+-- A session row deleted by hand (not through onceq) no longer releases its
+-- items: `onceq reap` releases the claims of sessions that no longer
+-- exist as well (OQ__SQL_RELEASE_ORPHANS).
+-- The onceq_items_claim index stays: the release looks items up by claim.
+-- Binaries older than v8 refuse to start against this schema (docs/worker.md:
+-- a schema newer than the binary is refused). One already running when it
+-- is applied still reaps without a release and claims without the lock
+-- until it is restarted; what that leaves claimed by a gone session, the
+-- reap of any v8 process releases (OQ__SQL_RELEASE_ORPHANS). The ack's
+-- claim check is unchanged, so exactly-once holds throughout.
+ALTER TABLE onceq_items DROP CONSTRAINT IF EXISTS onceq_items_claim_fkey;
