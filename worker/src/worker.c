@@ -526,6 +526,12 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     }
     return DONE;
   }
+  /* some of ours settled while the claim ran (its snapshot was older than
+   * their acks): their keys' next items or their limit slots were not
+   * visible to it, so claim again rather than wait for a NOTIFY that an
+   * ack does not send */
+  if (!cfg->drain && busy_before > 0 && wk_busy(w) < busy_before + (int)got)
+    return RUNNING;
   if (l->listen_db && !oq_db_connected(l->listen_db)) {
     oq_db_close(l->listen_db);
     l->listen_db = open_listener(w);
