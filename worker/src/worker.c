@@ -156,18 +156,23 @@ static void retire(wk *w, oq_db *db, wk_gen *g, bool lost)
  * worker's own items settled (wait_for_items). */
 #define SETTLE_CHECK_MS 20
 
-/* Wait for work to show up: a NOTIFY on PostgreSQL, else the poll timer. */
-static void wait_for_items(wk *w, oq_db *listen_db, int ms,
+/* Wait for work to show up: a NOTIFY on PostgreSQL, else the poll timer.
+ * `ours` is what we held when the short claim returned: the items in
+ * flight when it began plus what it got. */
+static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
                            cm_signal_count *signals)
 {
   uint64_t until = wk_now_ms() + (uint64_t)ms;
   /* A short claim while our own items are in flight says little about the
    * next one: with ordering keys they hold the heads of their keys, and
    * under a concurrency limit they count against it. So the first of them
-   * to settle ends the wait, as a NOTIFY would (checked every
-   * SETTLE_CHECK_MS); with nothing of ours in flight only a NOTIFY or the
-   * poll interval does. */
-  int busy_then = wk_busy(w);
+   * to settle ends the wait, as a NOTIFY would (an ack sends none; checked
+   * every SETTLE_CHECK_MS), and so does one that settled before the wait
+   * began: during the claim (its snapshot older than the ack) or just after
+   * it (a fast handler may finish what the claim got before we get here).
+   * With nothing of ours in flight only a NOTIFY or the poll interval
+   * does. */
+  int busy_then = ours;
   while (*signals == 0) {
     uint64_t now = wk_now_ms();
     if (now >= until || (busy_then > 0 && wk_busy(w) < busy_then))
@@ -526,12 +531,6 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     }
     return DONE;
   }
-  /* some of ours settled while the claim ran (its snapshot was older than
-   * their acks): their keys' next items or their limit slots were not
-   * visible to it, so claim again rather than wait for a NOTIFY that an
-   * ack does not send */
-  if (!cfg->drain && busy_before > 0 && wk_busy(w) < busy_before + (int)got)
-    return RUNNING;
   if (l->listen_db && !oq_db_connected(l->listen_db)) {
     oq_db_close(l->listen_db);
     l->listen_db = open_listener(w);
@@ -543,7 +542,8 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
   if (cfg->drain)
     wk_wait_slot(w, 50); /* drain mode: wait for in-flight work only */
   else
-    wait_for_items(w, l->listen_db, l->poll_ms - jitter, signals);
+    wait_for_items(w, l->listen_db, l->poll_ms - jitter, busy_before + (int)got,
+                   signals);
   return RUNNING;
 }
 
