@@ -122,7 +122,7 @@
  *    ready row, reads on to the end of the queue whenever the claim wants
  *    more items than there are free keys (at most one per key can come):
  *    19,000 rows, 30 to 60 ms a claim at 1,000 keys x 20 items
- *    (docs/benchmarks.md, "Ordering keys: the keyed claim").
+ *    (docs/benchmarks.md, "The keyed claim: a loose scan of the key heads").
  */
 /*
  * The free key heads of a keyed queue, KEY_HEADS(ready): a loose index
@@ -153,12 +153,13 @@
 /*
  * The keyed arm's candidates (ids; the = ANY that uses them drops
  * duplicates):
- *  - hd: the free key heads (KEY_HEADS);
- *  - only when hd reached its cap of $3 (more free keys than the claim
- *    wants, so heads later in key order were not read): the keyed heads
- *    among the first $3 keyed ready rows in claim order (the old walk,
- *    bounded, KEY_HEAD on each), so the claim still starts with the front
- *    of the queue (priority, run_at), not with the keys that sort first;
+ *  - f: the heads among the first $3 keyed ready rows in claim order (the
+ *    old walk, bounded, KEY_HEAD on each): when it finds $3, they are the
+ *    claim's (what the unbounded walk would have found, in the time it
+ *    takes to read $3 rows: many keys with few items each);
+ *  - only when f found fewer: the free key heads (KEY_HEADS), at most $3
+ *    in key order (with more free keys than that, f still puts the front
+ *    of the queue, priority and run_at, first);
  *  - the unkeyed ready items in claim order, locked as in the other arm
  *    (SKIP LOCKED: concurrent claimers pass each other). This walk passes
  *    the keyed rows with a NULL test each, no probe (about 3 ms at 20,000
@@ -167,18 +168,20 @@
  *    remove it, at the cost of one more index entry per unkeyed enqueue.
  */
 #define KEY_FRONT(ready)                                                       \
-  " SELECT f.id FROM (SELECT id, queue, ordering_key, enqueue_seq"             \
+  "SELECT f0.id FROM (SELECT id, queue, ordering_key, enqueue_seq"             \
   " FROM onceq_items WHERE " ready " AND ordering_key IS NOT NULL"             \
-  " ORDER BY priority DESC, run_at LIMIT $3::int) f"                           \
-  " WHERE (SELECT count(*) FROM hd) >= $3::int" KEY_HEAD("f")
+  " ORDER BY priority DESC, run_at LIMIT $3::int) f0 WHERE true" KEY_HEAD(     \
+      "f0")
 #define UNKEYED_READY(ready)                                                   \
   " SELECT u.id FROM (SELECT id FROM onceq_items WHERE " ready                 \
   " AND ordering_key IS NULL ORDER BY priority DESC, run_at"                   \
   " LIMIT $3::int FOR UPDATE SKIP LOCKED) u"
 #define KEY_CANDIDATES(ready)                                                  \
-  "WITH hd AS MATERIALIZED (" KEY_HEADS(                                       \
-      ready) ") SELECT hd.id FROM hd"                                          \
-             " UNION ALL" KEY_FRONT(ready) " UNION ALL" UNKEYED_READY(ready)
+  "WITH f AS MATERIALIZED (" KEY_FRONT(                                        \
+      ready) ") SELECT f.id FROM f"                                            \
+             " UNION ALL " KEY_HEADS(                                          \
+                 ready) " WHERE (SELECT count(*) FROM f) < $3::int"            \
+                        " UNION ALL" UNKEYED_READY(ready)
 /* Both arms, for one queue q (LATERAL). The keyed arm locks its
  * candidates in claim order with SKIP LOCKED (a claimer passes the heads
  * another one holds and takes the next candidates), `ready` checked again
