@@ -22,9 +22,11 @@
 #define CLAIM_US "(extract(epoch FROM claimed_at) * 1000000)::int8"
 
 /*
- * Ordering keys (schema v5, docs/enqueue.md "Ordering keys"): the one
- * predicate every claim adds. A keyed item may be claimed only while it is
- * the head of its key -- no item of its queue and key with a lower
+ * Ordering keys (schema v5, docs/enqueue.md "Ordering keys"): the
+ * predicate of every CockroachDB claim, and of the front walk of
+ * PostgreSQL's keyed claims (KEY_CANDIDATES; their heads come from a loose
+ * scan with the same meaning, KEY_HEADS). A keyed item may be claimed only
+ * while it is the head of its key -- no item of its queue and key with a lower
  * enqueue_seq is still in onceq_items, claimed or not (a failed item
  * waiting for its retry, or an exhausted one waiting for the reap, still
  * blocks; acked, dead-lettered and cancelled ones are gone) -- and no item
@@ -96,13 +98,108 @@
   "(SELECT name FROM unnest($2::text[]) AS n(name) WHERE NOT EXISTS"           \
   " (SELECT 1 FROM onceq_queues ctl WHERE ctl.queue = n.name"                  \
   " AND (ctl.paused OR ctl.max_running IS NOT NULL"                            \
-  " OR ctl.rate_limit IS NOT NULL))) AS q"
+  " OR ctl.rate_limit IS NOT NULL))) AS q0"
 #define QUEUE_OPEN                                                             \
   " AND NOT EXISTS (SELECT 1 FROM onceq_queues ctl"                            \
   " WHERE ctl.queue = onceq_items.queue"                                       \
   " AND (ctl.paused OR ctl.max_running IS NOT NULL"                            \
   " OR ctl.rate_limit IS NOT NULL))"
-#define QUEUES_ALL "unnest($2::text[]) AS q(name)"
+#define QUEUES_ALL "unnest($2::text[]) AS q0(name)"
+
+/*
+ * Where a PostgreSQL claim looks, per queue (q.name), in one of two arms
+ * chosen by q.keyed: does the queue hold any keyed item (one descent of
+ * onceq_items_key_order; a one-time filter of each arm, so only one runs)?
+ *  - no keyed item: the walk of onceq_items_ready in claim order above,
+ *    with `ordering_key IS NULL` for KEY_HEAD: in this statement's
+ *    snapshot the queue has no keyed row, and the NULL test also holds on
+ *    a row's newer version that READ COMMITTED rechecks before locking it.
+ *    (KEY_HEAD's subplans made the planner cost this walk at about 93,000
+ *    at 20,000 items, near jit_above_cost: past it every claim paid some
+ *    70 ms of JIT compilation.) A queue without keys pays the one probe.
+ *  - keyed items: the candidates are gathered first (KEY_CANDIDATES) and
+ *    then locked in claim order. The walk above, testing KEY_HEAD on each
+ *    ready row, reads on to the end of the queue whenever the claim wants
+ *    more items than there are free keys (at most one per key can come):
+ *    19,000 rows, 30 to 60 ms a claim at 1,000 keys x 20 items
+ *    (docs/benchmarks.md, "The keyed claim: a loose scan of the key heads").
+ */
+/*
+ * The free key heads of a keyed queue, KEY_HEADS(ready): a loose index
+ * scan of onceq_items_key_order (queue, ordering_key, enqueue_seq), one
+ * descent per key (a recursive CTE: each step the first row of the next
+ * key), so its cost follows the number of keys, not of items. The row it
+ * finds is its key's lowest enqueue_seq in onceq_items (claimed or not,
+ * ready or not: exactly KEY_HEAD's "no earlier item"); it is a candidate
+ * if that row is ready (`ready`, the arm's predicate, read on h's
+ * columns) and no item of its key is claimed (KEY_HEAD's other probe, as
+ * one hashed subplan: NOT IN, which the planner does not turn into a
+ * per-row anti-join; the key column is never NULL on either side). At most
+ * $3 heads, in key order, so a claim of ten does not read a million keys.
+ */
+#define KEY_HEADS(ready)                                                       \
+  "SELECT kh.id FROM (WITH RECURSIVE h AS ("                                   \
+  "(SELECT i.queue, i.ordering_key, i.id, i.claim, i.run_at, i.attempts,"      \
+  " i.max_attempts, i.part FROM onceq_items i WHERE i.queue = q.name"          \
+  " AND i.ordering_key IS NOT NULL ORDER BY i.ordering_key, i.enqueue_seq"     \
+  " LIMIT 1) UNION ALL SELECT nx.* FROM h CROSS JOIN LATERAL"                  \
+  " (SELECT i.queue, i.ordering_key, i.id, i.claim, i.run_at, i.attempts,"     \
+  " i.max_attempts, i.part FROM onceq_items i WHERE i.queue = q.name"          \
+  " AND i.ordering_key IS NOT NULL AND i.ordering_key > h.ordering_key"        \
+  " ORDER BY i.ordering_key, i.enqueue_seq LIMIT 1) nx)"                       \
+  " SELECT h.id FROM h WHERE " ready " AND h.ordering_key NOT IN (SELECT"      \
+  " k.ordering_key FROM onceq_items k WHERE k.queue = q.name"                  \
+  " AND k.ordering_key IS NOT NULL AND k.claim IS NOT NULL) LIMIT $3::int) kh"
+/*
+ * The keyed arm's candidates (ids; the = ANY that uses them drops
+ * duplicates):
+ *  - f: the heads among the first $3 keyed ready rows in claim order (the
+ *    old walk, bounded, KEY_HEAD on each): when it finds $3, they are the
+ *    claim's (what the unbounded walk would have found, in the time it
+ *    takes to read $3 rows: many keys with few items each);
+ *  - only when f found fewer: the free key heads (KEY_HEADS), at most $3
+ *    in key order (with more free keys than that, f still puts the front
+ *    of the queue, priority and run_at, first);
+ *  - the unkeyed ready items in claim order, locked as in the other arm
+ *    (SKIP LOCKED: concurrent claimers pass each other). This walk passes
+ *    the keyed rows with a NULL test each, no probe (about 3 ms at 20,000
+ *    keyed rows; the planner may read them sequentially): what a keyed
+ *    queue still pays per item; an index of the unkeyed ready rows would
+ *    remove it, at the cost of one more index entry per unkeyed enqueue.
+ */
+#define KEY_FRONT(ready)                                                       \
+  "SELECT f0.id FROM (SELECT id, queue, ordering_key, enqueue_seq"             \
+  " FROM onceq_items WHERE " ready " AND ordering_key IS NOT NULL"             \
+  " ORDER BY priority DESC, run_at LIMIT $3::int) f0 WHERE true" KEY_HEAD(     \
+      "f0")
+#define UNKEYED_READY(ready)                                                   \
+  " SELECT u.id FROM (SELECT id FROM onceq_items WHERE " ready                 \
+  " AND ordering_key IS NULL ORDER BY priority DESC, run_at"                   \
+  " LIMIT $3::int FOR UPDATE SKIP LOCKED) u"
+#define KEY_CANDIDATES(ready)                                                  \
+  "WITH f AS MATERIALIZED (" KEY_FRONT(                                        \
+      ready) ") SELECT f.id FROM f"                                            \
+             " UNION ALL " KEY_HEADS(                                          \
+                 ready) " WHERE (SELECT count(*) FROM f) < $3::int"            \
+                        " UNION ALL" UNKEYED_READY(ready)
+/* Both arms, for one queue q (LATERAL). The keyed arm locks its
+ * candidates in claim order with SKIP LOCKED (a claimer passes the heads
+ * another one holds and takes the next candidates), `ready` checked again
+ * on a concurrently updated row's newest version before it is locked
+ * (READ COMMITTED), as the walk does. Every keyed candidate was its key's
+ * head, with no item of its key claimed, in this statement's snapshot:
+ * KEY_HEAD's guarantee, found another way. Ordering decides only where to
+ * look; the ack stays the claim-checked DELETE. */
+#define CLAIM_ARMS(ready)                                                      \
+  "SELECT * FROM (SELECT id, priority, run_at,"                                \
+  " octet_length(payload::text) AS bytes FROM onceq_items"                     \
+  " WHERE NOT q.keyed AND " ready " AND ordering_key IS NULL"                  \
+  " ORDER BY priority DESC, run_at LIMIT $3::int FOR UPDATE SKIP LOCKED) p"    \
+  " UNION ALL SELECT * FROM (SELECT id, priority, run_at,"                     \
+  " octet_length(payload::text) AS bytes FROM onceq_items"                     \
+  " WHERE q.keyed AND " ready " AND id = ANY (ARRAY(" KEY_CANDIDATES(          \
+      ready) ")) ORDER BY priority DESC, run_at"                               \
+             " LIMIT $3::int FOR UPDATE SKIP LOCKED) k"
 
 /*
  * The claim's session lock (schema v8, docs/design.md section 1): it
@@ -144,29 +241,39 @@
 #define CLAIM_PG(queues, ready_in_queue, budget)                               \
   "WITH s AS " SESSION_LIVE_PG ", c AS MATERIALIZED ("                         \
   " SELECT x.id, x.priority, x.run_at, x.bytes"                                \
-  " FROM s CROSS JOIN " queues " CROSS JOIN LATERAL (SELECT id, priority,"     \
-  " run_at, octet_length(payload::text) AS bytes FROM onceq_items"             \
-  " WHERE " ready_in_queue " ORDER BY priority DESC, run_at LIMIT $3::int"     \
-  " FOR UPDATE SKIP LOCKED) x"                                                 \
-  " ORDER BY x.priority DESC, x.run_at LIMIT $3::int),"                        \
-  " b AS (SELECT id FROM (SELECT id, sum(bytes) OVER (ORDER BY priority DESC," \
-  " run_at, id ROWS UNBOUNDED PRECEDING) - bytes AS before FROM c) w"          \
-  " WHERE before < " budget "::int8),"                                         \
-  " u AS (UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"      \
-  " attempts = i.attempts + 1"                                                 \
-  " WHERE i.id = ANY (ARRAY(SELECT id FROM b))"                                \
-  " RETURNING i.id::text AS id, i.queue, i.payload::text AS payload,"          \
-  " i.attempts, i.max_attempts, i.priority,"                                   \
-  " (extract(epoch FROM i.created_at) * 1000000)::int8 AS created_us,"         \
-  " (extract(epoch FROM i.claimed_at) * 1000000)::int8 AS claimed_us,"         \
-  " i.part, i.run_at)"                                                         \
-  " SELECT id, queue, payload, attempts, max_attempts, priority, created_us,"  \
-  " claimed_us, part FROM u ORDER BY priority DESC, run_at"
+  " FROM s CROSS JOIN (SELECT q0.name, (SELECT min(k0.ordering_key) FROM "     \
+  "onceq_items k0"                                                             \
+  " WHERE k0.queue = q0.name AND k0.ordering_key IS NOT NULL) IS NOT NULL"     \
+  " AS keyed FROM " queues ") AS q"                                            \
+  " CROSS JOIN LATERAL (" CLAIM_ARMS(                                          \
+      ready_in_queue) ") x"                                                    \
+                      " ORDER BY x.priority DESC, x.run_at LIMIT $3::int),"    \
+                      " b AS (SELECT id FROM (SELECT id, sum(bytes) OVER "     \
+                      "(ORDER BY priority DESC,"                               \
+                      " run_at, id ROWS UNBOUNDED PRECEDING) - bytes AS "      \
+                      "before FROM c) w"                                       \
+                      " WHERE before < " budget "::int8),"                     \
+                      " u AS (UPDATE onceq_items i SET claim = $1::uuid, "     \
+                      "claimed_at = now(),"                                    \
+                      " attempts = i.attempts + 1"                             \
+                      " WHERE i.id = ANY (ARRAY(SELECT id FROM b))"            \
+                      " RETURNING i.id::text AS id, i.queue, i.payload::text " \
+                      "AS payload,"                                            \
+                      " i.attempts, i.max_attempts, i.priority,"               \
+                      " (extract(epoch FROM i.created_at) * 1000000)::int8 "   \
+                      "AS created_us,"                                         \
+                      " (extract(epoch FROM i.claimed_at) * 1000000)::int8 "   \
+                      "AS claimed_us,"                                         \
+                      " i.part, i.run_at)"                                     \
+                      " SELECT id, queue, payload, attempts, max_attempts, "   \
+                      "priority, created_us,"                                  \
+                      " claimed_us, part FROM u ORDER BY priority DESC, "      \
+                      "run_at"
 
 static const char claim_pg[] =
     CLAIM_PG(QUEUES_OPEN,
              "claim IS NULL AND queue = q.name AND run_at <= now()"
-             " AND attempts < max_attempts" KEY_HEAD("onceq_items"),
+             " AND attempts < max_attempts",
              "$4");
 
 /* A limited queue's claim (claim.c, in the transaction that locked its
@@ -175,7 +282,7 @@ static const char claim_pg[] =
 static const char claim_limited_pg[] =
     CLAIM_PG(QUEUES_ALL,
              "claim IS NULL AND queue = q.name AND run_at <= now()"
-             " AND attempts < max_attempts" KEY_HEAD("onceq_items"),
+             " AND attempts < max_attempts",
              "$4");
 static const char claim_limited_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
@@ -227,7 +334,7 @@ static const char claim_parts_pg[] =
              "claim IS NULL AND queue = q.name"
              " AND run_at <= now() - $6::int8 * interval '1 millisecond'"
              " AND attempts < max_attempts AND part >= $4::int4"
-             " AND part < $5::int4" KEY_HEAD("onceq_items"),
+             " AND part < $5::int4",
              "$7");
 
 /* No SKIP LOCKED (it needs v24.1.5+/v24.2.3+): within one block only its

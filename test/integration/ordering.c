@@ -18,7 +18,11 @@
  *    back) if its key already has a later item in the ledger;
  *  - keys given through oq_enqueue and oq_enqueue_many (ordering_key,
  *    ordering_key_field) run in the order they were enqueued; an empty
- *    or too long key is refused.
+ *    or too long key is refused;
+ *  - a claim that wants fewer items than there are free keys starts with
+ *    the front of the queue (priority first), not with the keys that sort
+ *    first; unkeyed items of a keyed queue are claimed behind a front of
+ *    keyed items whose keys are all in flight.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -251,6 +255,83 @@ static void test_parts_claim(oq_db *db)
   printf("ok the partitioned claim takes heads only, across parts too\n");
 }
 
+/* The key of a claimed item ("" when it has none). */
+static void key_of(oq_db *db, const char *id, char *key, size_t len)
+{
+  char buf[64] = "";
+  if (!QTEXT(db, buf, "SELECT ordering_key FROM onceq_items WHERE id = $1", id))
+    buf[0] = '\0';
+  snprintf(key, len, "%s", buf);
+}
+
+/* A claim that wants fewer items than there are free keys still starts
+ * with the front of the queue: the head with the highest priority comes
+ * first even when its key sorts last (the keyed claim reads the key heads
+ * in key order, at most as many as it wants, and then the front too). */
+static void test_key_front(oq_db *db, const oq_session *w)
+{
+  QEXEC(db,
+        "INSERT INTO onceq_items (queue, ordering_key, payload)"
+        " SELECT $1, 'k' || lpad((g % 30)::text, 2, '0'),"
+        " jsonb_build_object('i', g) FROM generate_series(0, 59) g ORDER BY g",
+        "front");
+  QEXEC(db,
+        "UPDATE onceq_items SET priority = 5 WHERE queue = $1"
+        " AND ordering_key = 'k29' AND enqueue_seq = (SELECT min(enqueue_seq)"
+        " FROM onceq_items WHERE queue = $1 AND ordering_key = 'k29')",
+        "front");
+  oq_item *it = NULL;
+  size_t n = SEM_CLAIM(db, w, "front", 5, &it);
+  ASSERT_EQ(n, 5);
+  char key[64];
+  key_of(db, it[0].id, key, sizeof key);
+  ASSERT_STREQ(key, "k29");
+  ASSERT_EQ(it[0].priority, 5);
+  for (size_t i = 0; i < n; i++)
+    ASSERT_OK(db, oq_ack(db, w, &it[i], NULL, NULL, NULL, NULL));
+  oq_items_free(it, n);
+  QEXEC(db, "DELETE FROM onceq_items WHERE queue = $1", "front");
+  printf("ok a short keyed claim starts with the front of the queue\n");
+}
+
+/* Items without a key in a queue that holds keyed ones are claimed even
+ * behind a front of blocked keyed items (every key in flight), in claim
+ * order with the heads. */
+static void test_key_mixed(oq_db *db, const oq_session *w)
+{
+  QEXEC(db,
+        "INSERT INTO onceq_items (queue, ordering_key, run_at, payload)"
+        " SELECT $1, 'm' || (g % 40), now() - interval '1 hour',"
+        " jsonb_build_object('i', g) FROM generate_series(0, 199) g ORDER BY g",
+        "mixed");
+  QEXEC(db,
+        "INSERT INTO onceq_items (queue) SELECT $1 FROM"
+        " generate_series(1, 3)",
+        "mixed");
+  oq_item *heads = NULL;
+  size_t n = SEM_CLAIM(db, w, "mixed", 40, &heads);
+  ASSERT_EQ(n, 40); /* the 40 heads: older than the unkeyed items */
+  char key[64];
+  for (size_t i = 0; i < n; i++) {
+    key_of(db, heads[i].id, key, sizeof key);
+    ASSERT(key[0] == 'm');
+  }
+  oq_item *plain = NULL;
+  size_t m = SEM_CLAIM(db, w, "mixed", 40, &plain);
+  ASSERT_EQ(m, 3); /* every key in flight: the unkeyed ones only */
+  for (size_t i = 0; i < m; i++) {
+    key_of(db, plain[i].id, key, sizeof key);
+    ASSERT_STREQ(key, "");
+    ASSERT_OK(db, oq_ack(db, w, &plain[i], NULL, NULL, NULL, NULL));
+  }
+  for (size_t i = 0; i < n; i++)
+    ASSERT_OK(db, oq_ack(db, w, &heads[i], NULL, NULL, NULL, NULL));
+  oq_items_free(plain, m);
+  oq_items_free(heads, n);
+  QEXEC(db, "DELETE FROM onceq_items WHERE queue = $1", "mixed");
+  printf("ok unkeyed items of a keyed queue pass a blocked front\n");
+}
+
 typedef struct {
   oq_db *db;
   oq_session *s;
@@ -452,6 +533,8 @@ int main(void)
   test_workers(db);
   test_parts_claim(db);
   test_enqueue_api(db, w);
+  test_key_front(db, w);
+  test_key_mixed(db, w);
 
   ASSERT_OK(db, oq_session_end(db, w));
   oq_session_free(w);

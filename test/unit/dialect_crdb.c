@@ -189,22 +189,76 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
       " WHERE ctl.queue = onceq_items.queue"
       " AND (ctl.paused OR ctl.max_running IS NOT NULL"
       " OR ctl.rate_limit IS NOT NULL))";
+  /* PostgreSQL's queue list also says whether each queue holds a keyed
+   * item (q.keyed), which picks one of two arms per queue */
+  static const char keyed_q[] =
+      " FROM s CROSS JOIN (SELECT q0.name, (SELECT min(k0.ordering_key) FROM"
+      " onceq_items"
+      " k0 WHERE k0.queue = q0.name AND k0.ordering_key IS NOT NULL)"
+      " IS NOT NULL AS keyed FROM ";
+  ASSERT_CONTAINS(pg, keyed_q);
   if (strstr(crdb, open_crdb)) {
     ASSERT_CONTAINS(
-        pg, " FROM s CROSS JOIN (SELECT name FROM unnest($2::text[]) AS n(name)"
+        pg, "(SELECT name FROM unnest($2::text[]) AS n(name)"
             " WHERE NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
             " WHERE ctl.queue = n.name AND (ctl.paused OR"
             " ctl.max_running IS NOT NULL OR ctl.rate_limit IS NOT NULL)))"
-            " AS q CROSS JOIN LATERAL (");
+            " AS q0) AS q CROSS JOIN LATERAL (");
     between(crdb, " WHERE ", open_crdb, a, sizeof a);
   } else {
     ASSERT_NOT_CONTAINS(pg, "onceq_queues");
-    ASSERT_CONTAINS(
-        pg, " FROM s CROSS JOIN unnest($2::text[]) AS q(name) CROSS JOIN"
-            " LATERAL (");
+    ASSERT_CONTAINS(pg, "unnest($2::text[]) AS q0(name)) AS q CROSS JOIN"
+                        " LATERAL (");
     between(crdb, " WHERE ", " ORDER BY ", a, sizeof a);
   }
-  between(pg, " FROM onceq_items WHERE ", " ORDER BY ", b, sizeof b);
+  /* the arm of a queue without keyed items: the walk, with a NULL test
+   * for KEY_HEAD (no keyed row of the queue in the snapshot) */
+  between(pg, " FROM onceq_items WHERE NOT q.keyed AND ", " ORDER BY ", b,
+          sizeof b);
+  static const char no_key[] = " AND ordering_key IS NULL";
+  size_t bl = strlen(b);
+  ASSERT(bl > strlen(no_key) && strcmp(b + bl - strlen(no_key), no_key) == 0);
+  b[bl - strlen(no_key)] = '\0';
+  char ready_pg[2048];
+  snprintf(ready_pg, sizeof ready_pg, "%s", b);
+  /* CockroachDB's predicate is the same one with KEY_HEAD after it */
+  static const char key_head[] = " AND (onceq_items.ordering_key IS NULL OR";
+  {
+    char *k = strstr(a, key_head);
+    ASSERT(k != NULL);
+    ASSERT_CONTAINS(k, " AND k.enqueue_seq < onceq_items.enqueue_seq)))");
+    *k = '\0';
+  }
+  /* the keyed arm: the same predicate, checked again on every candidate
+   * it locks, on the loose scan's heads (h) and on the front walk, which
+   * keeps KEY_HEAD (f) */
+  char want[8192];
+  snprintf(want, sizeof want,
+           " FROM onceq_items WHERE q.keyed AND %s AND id = ANY (ARRAY(WITH"
+           " f AS MATERIALIZED (SELECT f0.id FROM (SELECT id, queue,"
+           " ordering_key, enqueue_seq FROM onceq_items WHERE %s AND"
+           " ordering_key IS NOT NULL ORDER BY priority DESC, run_at"
+           " LIMIT $3::int) f0 WHERE true AND (f0.ordering_key IS NULL OR",
+           ready_pg, ready_pg);
+  ASSERT_CONTAINS(pg, want);
+  snprintf(want, sizeof want,
+           " AND k.enqueue_seq < f0.enqueue_seq)))) SELECT f.id FROM f"
+           " UNION ALL SELECT kh.id FROM (WITH RECURSIVE h AS (");
+  ASSERT_CONTAINS(pg, want);
+  snprintf(want, sizeof want,
+           " SELECT h.id FROM h WHERE %s AND h.ordering_key NOT IN (SELECT"
+           " k.ordering_key FROM onceq_items k WHERE k.queue = q.name"
+           " AND k.ordering_key IS NOT NULL AND k.claim IS NOT NULL)"
+           " LIMIT $3::int) kh WHERE (SELECT count(*) FROM f) < $3::int",
+           ready_pg);
+  ASSERT_CONTAINS(pg, want);
+  snprintf(want, sizeof want,
+           " UNION ALL SELECT u.id FROM (SELECT id FROM onceq_items WHERE %s"
+           " AND ordering_key IS NULL ORDER BY priority DESC, run_at"
+           " LIMIT $3::int FOR UPDATE SKIP LOCKED) u)) ORDER BY priority"
+           " DESC, run_at LIMIT $3::int FOR UPDATE SKIP LOCKED) k) x",
+           ready_pg);
+  ASSERT_CONTAINS(pg, want);
   /* PostgreSQL walks one queue at a time (LATERAL over unnest($2), so the
    * ready index is read in order); the predicate is otherwise the same */
   {
@@ -231,7 +285,7 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
   ASSERT_STREQ(a, b); /* the same columns, in the same order */
   /* and the rows the client reads are the outer SELECT's: exactly those
    * columns, by their aliases, in that order */
-  between(pg, ") SELECT ", " FROM u ", b, sizeof b);
+  between(pg, ", i.run_at) SELECT ", " FROM u ", b, sizeof b);
   ASSERT_STREQ(b, "id, queue, payload, attempts, max_attempts, priority, "
                   "created_us, claimed_us, part");
   between(pg, " RETURNING ", ", i.run_at)", a, sizeof a);
