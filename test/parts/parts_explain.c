@@ -27,8 +27,11 @@ static oq_err plan_line(void *ud, int ncols, const char *const *vals)
 static void explain(oq_db *db, const char *sql, int n, const char *const *pv,
                     plan *out)
 {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "EXPLAIN %s", sql);
+  char buf[16384];
+  int len = snprintf(buf, sizeof buf, "EXPLAIN %s", sql);
+  if (len < 0 || (size_t)len >= sizeof buf)
+    OQT_FAIL("the claim (%zu bytes) does not fit the EXPLAIN buffer",
+             strlen(sql));
   out->len = 0;
   out->text[0] = '\0';
   ASSERT_OK(db, oq_db_query(db, buf, n, pv, plan_line, out));
