@@ -109,6 +109,7 @@ static oq_err claim_stmt(oq_db *db, const oq_session *s, const char *qarr,
   budget_param(acc, budget, sizeof budget);
   const char *params[4] = {oq_session_id(s), qarr, lim, budget};
   oq_engine eng = oq_db_engine(db);
+  oq__db_claim_next(db);
   oq_err e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM),
                                          eng == OQ_ENGINE_COCKROACH ? 3 : 4,
                                          params, add_row, acc, NULL);
@@ -448,6 +449,7 @@ static oq_err claim_range(oq_db *db, const oq_session *s, const char *qarr,
   budget_param(acc, budget, sizeof budget);
   const char *params[7] = {oq_session_id(s), qarr, lim, lo, hi, age, budget};
   oq_engine eng = oq_db_engine(db);
+  oq__db_claim_next(db);
   oq_err e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM_PARTS),
                                          eng == OQ_ENGINE_COCKROACH ? 6 : 7,
                                          params, add_row, acc, NULL);

@@ -123,6 +123,8 @@ struct oq_db {
   bool async_commits;    /* oq_db_set_async_commits: single statements
                             outside a transaction carry synchronous_commit =
                             off */
+  bool claim_next;       /* oq__db_claim_next: the next single statement is
+                            a claim, planned without JIT (PostgreSQL) */
   void *slots[OQ__DB_SLOT__COUNT]; /* other modules' per-connection
                                       memory (oq__db_slot): freed here */
   oq_err last;                     /* last error code */

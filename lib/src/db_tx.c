@@ -45,11 +45,18 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
   /* oq_db_set_async_commits: the statement's own implicit transaction
    * (everything up to the Sync) commits without waiting for the WAL
    * flush; set_config(..., true) ends with it, so nothing outlives it */
+  bool idle = PQtransactionStatus(db->conn) == PQTRANS_IDLE;
+  bool claim = db->claim_next && idle;
+  db->claim_next = false;
   const char *prelude =
       db->tx == OQ__DB_TX_BEGIN_OWED ? "BEGIN"
-      : db->async_commits && PQtransactionStatus(db->conn) == PQTRANS_IDLE
+      : db->async_commits && idle && claim
+          ? "SELECT set_config('synchronous_commit', 'off', true),"
+            " set_config('jit', 'off', true)"
+      : db->async_commits && idle
           ? "SELECT set_config('synchronous_commit', 'off', true)"
-          : NULL;
+      : claim ? "SELECT set_config('jit', 'off', true)"
+              : NULL;
   if (!prelude)
     return send_stmt(db, sql, nparams, types, params, name)
                ? oq__db_await(db, timed_out)
@@ -236,6 +243,11 @@ static oq_err query_retry(oq_db *db, const char *sql, int nparams,
     oq__policy_sleep(&db->retry,
                      oq_backoff_delay_ms(&db->retry, attempt, &db->rng));
   }
+}
+
+void oq__db_claim_next(oq_db *db)
+{
+  db->claim_next = db->engine == OQ_ENGINE_POSTGRES;
 }
 
 oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,

@@ -12,6 +12,13 @@
 
 #include "onceq/onceq.h"
 
+/* The next single statement on db (outside a transaction) is a claim:
+ * on PostgreSQL it runs with jit = off, transaction-local (pooler-safe).
+ * A claim's estimated cost grows with the queue and passes jit_above_cost
+ * near 100,000 ready items, where compiling it took about 35 ms of a
+ * 60 ms claim; its plan is an index walk that JIT does not speed up. */
+void oq__db_claim_next(oq_db *db);
+
 /*
  * Run one statement as its own implicit transaction, re-running it on
  * 40001/40P01 per the db's retry policy (claim, heartbeat, reap, batch ack

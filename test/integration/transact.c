@@ -212,6 +212,40 @@ static void test_ack(oq_db *db, oq_db *other, oq_session *s)
   printf("ok ack: effect and claim check commit together\n");
 }
 
+/* A claim is planned without JIT: its estimated cost grows with the
+ * queue (past jit_above_cost at about 100,000 ready items), and compiling
+ * it cost some 35 ms a claim, five times the claim itself
+ * (docs/benchmarks.md). A statement trigger records the setting the
+ * claim's UPDATE ran under. */
+static void test_claim_without_jit(oq_db *db, oq_db *other, oq_session *s)
+{
+  if (oq_db_engine(db) != OQ_ENGINE_POSTGRES)
+    return;
+  oqt_exec(other, "CREATE TABLE tx_jit (setting text NOT NULL)");
+  oqt_exec(other,
+           "CREATE FUNCTION tx_jit_seen() RETURNS trigger LANGUAGE plpgsql AS "
+           "$$ BEGIN INSERT INTO tx_jit VALUES (current_setting('jit')); "
+           "RETURN NULL; END $$");
+  oqt_exec(other, "CREATE TRIGGER tx_jit_seen BEFORE UPDATE ON onceq_items "
+                  "FOR EACH STATEMENT EXECUTE FUNCTION tx_jit_seen()");
+  char id[OQ_UUID_LEN + 1];
+  oq_enqueue_opts o = {.queue = "jit", .payload = "{}"};
+  oq_enqueue_status st;
+  ASSERT_OK(db, oq_enqueue(db, &o, id, &st));
+  oq_item *it = NULL;
+  size_t n = SEM_CLAIM(db, s, "jit", 1, &it);
+  ASSERT_EQ(n, 1);
+  ASSERT_EQ(oqt_scalar(other, "SELECT count(*) FROM tx_jit"), 1);
+  ASSERT_EQ(oqt_scalar(other, "SELECT count(*) FROM tx_jit "
+                              "WHERE setting = 'off'"),
+            1);
+  bool rec = false;
+  ASSERT_OK(db, oq_ack(db, s, &it[0], NULL, NULL, NULL, &rec));
+  oq_items_free(it, n);
+  oqt_exec(other, "DROP TRIGGER tx_jit_seen ON onceq_items");
+  printf("ok claim planned without JIT\n");
+}
+
 /* The claim is a prepared statement: when the server forgets it, the
  * claim prepares it again instead of failing from then on. */
 static void test_prepared_lost(const char *dsn, oq_db *db)
@@ -321,6 +355,7 @@ int main(void)
   test_empty_and_failing(db, other);
   test_raw_libpq(db, other);
   test_ack(db, other, s);
+  test_claim_without_jit(db, other, s);
   test_prepared_lost(dsn, db);
   test_cache_keeps_last(dsn);
   test_heartbeat(db, dsn);
