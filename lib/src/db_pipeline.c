@@ -255,19 +255,33 @@ oq_err oq__db_pipeline(oq_db *db, oq__pstmt *stmts, size_t n, long *failed)
  * of a fixed few messages: a statement with its BEGIN (db_tx.c,
  * send_and_await) and Parse+Describe (oq__db_describe_unnamed).
  */
-bool oq__db_pipeline_end(oq_db *db, bool *timed_out)
+bool oq__db_pipeline_end_err(oq_db *db, bool *timed_out, PGresult **err)
 {
   uint64_t until =
       db->opts.deadline_ms > 0 ? oq_monotonic_ms() + db->opts.deadline_ms : 0;
   bool synced = false;
+  if (err)
+    *err = NULL;
   while (!synced && oq__db_wait_readable(db, until, timed_out)) {
     PGresult *r = PQgetResult(db->conn);
     if (!r && PQstatus(db->conn) == CONNECTION_BAD)
       break;
     synced = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    /* an error before the Sync is the implicit transaction's COMMIT
+     * failing (a deferred constraint, a serialization failure found at
+     * commit): what the statements did is rolled back */
+    if (err && !*err && r && PQresultStatus(r) == PGRES_FATAL_ERROR) {
+      *err = r;
+      continue;
+    }
     PQclear(r);
   }
   return synced && PQexitPipelineMode(db->conn);
+}
+
+bool oq__db_pipeline_end(oq_db *db, bool *timed_out)
+{
+  return oq__db_pipeline_end_err(db, timed_out, NULL);
 }
 
 /*

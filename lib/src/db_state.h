@@ -163,6 +163,9 @@ oq_err oq__db_flush_begin(oq_db *db);
 /* Wait for a short pipeline's Sync and leave pipeline mode; false: failed
  * (the caller gives the connection up). */
 bool oq__db_pipeline_end(oq_db *db, bool *timed_out);
+/* The same, handing over (*err, for PQclear) the first error that came
+ * before the Sync: the implicit transaction's COMMIT failed. */
+bool oq__db_pipeline_end_err(oq_db *db, bool *timed_out, PGresult **err);
 
 /* ---- db_prepared.c ----------------------------------------------------- */
 

@@ -87,11 +87,18 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
   } else {
     PQclear(begin);
   }
-  /* the Sync's answer, then back to one statement at a time */
-  if (!oq__db_pipeline_end(db, timed_out)) {
+  /* the Sync's answer, then back to one statement at a time; an error
+   * before it is the COMMIT's, and it undid what res reports */
+  PGresult *commit_err = NULL;
+  if (!oq__db_pipeline_end_err(db, timed_out, &commit_err)) {
     PQclear(res);
+    PQclear(commit_err);
     oq__db_give_up(db);
     return NULL;
+  }
+  if (commit_err) {
+    PQclear(res);
+    return commit_err;
   }
   return res;
 }

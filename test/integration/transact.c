@@ -246,6 +246,41 @@ static void test_claim_without_jit(oq_db *db, oq_db *other, oq_session *s)
   printf("ok claim planned without JIT\n");
 }
 
+/* A claim whose implicit transaction fails at its COMMIT (here a deferred
+ * constraint trigger; under SERIALIZABLE a serialization failure found at
+ * commit) claimed nothing: the failure arrives after the claim's rows,
+ * before the Sync that ends its pipeline, and must not be dropped there. */
+static void test_claim_fails_at_commit(oq_db *db, oq_db *other, oq_session *s)
+{
+  if (oq_db_engine(db) != OQ_ENGINE_POSTGRES)
+    return;
+  oqt_exec(other, "CREATE SEQUENCE tx_commit_seq");
+  oqt_exec(other, "CREATE FUNCTION tx_commit_fail() RETURNS trigger LANGUAGE "
+                  "plpgsql AS $$ BEGIN IF nextval('tx_commit_seq') = 1 THEN "
+                  "RAISE EXCEPTION 'fails at commit'; END IF; RETURN NULL; "
+                  "END $$");
+  oqt_exec(other, "CREATE CONSTRAINT TRIGGER tx_commit_fail AFTER UPDATE ON "
+                  "onceq_items DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+                  "EXECUTE FUNCTION tx_commit_fail()");
+  char id[OQ_UUID_LEN + 1];
+  oq_enqueue_opts o = {.queue = "commitfail", .payload = "{}"};
+  oq_enqueue_status st;
+  ASSERT_OK(db, oq_enqueue(db, &o, id, &st));
+  oq_item *it = NULL;
+  size_t n = 0;
+  const char *q[] = {"commitfail"};
+  oq_err e = oq_claim(db, s, q, 1, 1, &it, &n);
+  ASSERT_EQ(e != OQ_OK, 1);
+  ASSERT_EQ(n, 0);
+  ASSERT_EQ(QLONG(other,
+                  "SELECT count(*) FROM onceq_items WHERE id = $1 "
+                  "AND claim IS NULL",
+                  id),
+            1);
+  oqt_exec(other, "DROP TRIGGER tx_commit_fail ON onceq_items");
+  printf("ok a claim that fails at its commit claims nothing\n");
+}
+
 /* The claim is a prepared statement: when the server forgets it, the
  * claim prepares it again instead of failing from then on. */
 static void test_prepared_lost(const char *dsn, oq_db *db)
@@ -356,6 +391,7 @@ int main(void)
   test_raw_libpq(db, other);
   test_ack(db, other, s);
   test_claim_without_jit(db, other, s);
+  test_claim_fails_at_commit(db, other, s);
   test_prepared_lost(dsn, db);
   test_cache_keeps_last(dsn);
   test_heartbeat(db, dsn);
