@@ -233,9 +233,12 @@ static oq_err query_retry(oq_db *db, const char *sql, int nparams,
                           long *affected, bool prepared)
 {
   uint64_t start = policy_now(&db->retry);
+  bool claim = db->claim_next; /* a re-run claim is planned the same way */
   for (int attempt = 1;; attempt++) {
+    db->claim_next = claim;
     oq_err e = run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
                          prepared);
+    db->claim_next = false; /* even when the statement was never sent */
     if (e != OQ_ERR_RETRY)
       return e;
     /* Inside a transaction the restart is the transaction's: rerunning the

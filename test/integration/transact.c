@@ -221,10 +221,14 @@ static void test_claim_without_jit(oq_db *db, oq_db *other, oq_session *s)
 {
   if (oq_db_engine(db) != OQ_ENGINE_POSTGRES)
     return;
+  /* the first claim meets a 40001: the re-run is planned the same way */
   oqt_exec(other, "CREATE TABLE tx_jit (setting text NOT NULL)");
+  oqt_exec(other, "CREATE SEQUENCE tx_jit_seq");
   oqt_exec(other,
            "CREATE FUNCTION tx_jit_seen() RETURNS trigger LANGUAGE plpgsql AS "
-           "$$ BEGIN INSERT INTO tx_jit VALUES (current_setting('jit')); "
+           "$$ BEGIN IF nextval('tx_jit_seq') = 1 THEN RAISE EXCEPTION "
+           "'restart' USING ERRCODE = '40001'; END IF; "
+           "INSERT INTO tx_jit VALUES (current_setting('jit')); "
            "RETURN NULL; END $$");
   oqt_exec(other, "CREATE TRIGGER tx_jit_seen BEFORE UPDATE ON onceq_items "
                   "FOR EACH STATEMENT EXECUTE FUNCTION tx_jit_seen()");
@@ -235,6 +239,7 @@ static void test_claim_without_jit(oq_db *db, oq_db *other, oq_session *s)
   oq_item *it = NULL;
   size_t n = SEM_CLAIM(db, s, "jit", 1, &it);
   ASSERT_EQ(n, 1);
+  ASSERT_EQ(oqt_scalar(other, "SELECT last_value FROM tx_jit_seq"), 2);
   ASSERT_EQ(oqt_scalar(other, "SELECT count(*) FROM tx_jit"), 1);
   ASSERT_EQ(oqt_scalar(other, "SELECT count(*) FROM tx_jit "
                               "WHERE setting = 'off'"),
@@ -243,7 +248,7 @@ static void test_claim_without_jit(oq_db *db, oq_db *other, oq_session *s)
   ASSERT_OK(db, oq_ack(db, s, &it[0], NULL, NULL, NULL, &rec));
   oq_items_free(it, n);
   oqt_exec(other, "DROP TRIGGER tx_jit_seen ON onceq_items");
-  printf("ok claim planned without JIT\n");
+  printf("ok claim planned without JIT, also when re-run\n");
 }
 
 /* A claim whose implicit transaction fails at its COMMIT (here a deferred
