@@ -47,3 +47,8 @@ oq_add_test(it_lib_queue_rate LABEL integration TIMEOUT 90
 # session whose row is gone (issue 22 item 2: schema v8's session lock).
 oq_add_test(it_lib_claim_reap_race LABEL integration TIMEOUT 60
             SOURCES claim_reap_race.c)
+# The reap releases the items of a session row deleted by hand, within a
+# bounded time, reading the claim index once per session (the sweep runs on
+# every reap of every worker).
+oq_add_test(it_lib_reap_orphans LABEL integration TIMEOUT 60
+            SOURCES reap_orphans.c INTERNAL)
