@@ -24,16 +24,6 @@
 #define CLAIMERS 4
 #define ITEMS 120
 
-static void enqueue(oq_db *db, const char *queue, int n)
-{
-  for (int i = 0; i < n; i++) {
-    char id[OQ_UUID_LEN + 1];
-    oq_enqueue_status st = (oq_enqueue_status)-1;
-    oq_enqueue_opts o = {.queue = queue};
-    ASSERT_OK(db, oq_enqueue(db, &o, id, &st));
-  }
-}
-
 /* Claim up to max of q; keep them in *held (appended); returns how many. */
 static size_t take(oq_db *db, const oq_session *s, const char *const *q,
                    size_t nq, int max, const char *queue_of_interest)
@@ -57,17 +47,12 @@ static long claimed(oq_db *db, const char *queue)
 
 static void run_form(oq_db *db, bool per_queue)
 {
-  const char *form = per_queue ? "per-queue" : "one-statement";
-  if (!per_queue && !oq_db_traits(db)->multi_queue_claim) {
-    printf("skip one-statement form: the %s traits claim per queue\n",
-           oq_db_traits(db)->name);
+  const char *form = SEM_FORM_BEGIN(db, per_queue, "lq_%");
+  if (!form)
     return;
-  }
-  oq__claim_force_per_queue(db, per_queue);
-  QEXEC(db, "DELETE FROM onceq_items WHERE queue LIKE $1", "lq_%");
   QEXEC(db, "DELETE FROM onceq_queues WHERE queue LIKE $1", "lq_%");
-  enqueue(db, "lq_a", 10);
-  enqueue(db, "lq_free", 4);
+  SEM_ENQUEUE(db, "lq_a", 10);
+  SEM_ENQUEUE(db, "lq_free", 4);
   ASSERT_OK(db, oq_queue_set_limits(db, "lq_a", 3));
   const char *both[2] = {"lq_a", "lq_free"};
   const char *qa[1] = {"lq_a"};
@@ -148,7 +133,7 @@ static void *claimer(void *arg)
 
 static void run_concurrent(oq_db *db)
 {
-  enqueue(db, "lq_c", ITEMS);
+  SEM_ENQUEUE(db, "lq_c", ITEMS);
   ASSERT_OK(db, oq_queue_set_limits(db, "lq_c", LIMIT));
   pthread_t t[CLAIMERS];
   for (int i = 0; i < CLAIMERS; i++)

@@ -17,17 +17,6 @@
 #include "oq_test.h"
 #include "sem_util.h"
 
-static void enqueue(oq_db *db, const char *queue, int n)
-{
-  for (int i = 0; i < n; i++) {
-    char id[OQ_UUID_LEN + 1];
-    oq_enqueue_status st = (oq_enqueue_status)-1;
-    oq_enqueue_opts o = {.queue = queue};
-    ASSERT_OK(db, oq_enqueue(db, &o, id, &st));
-    ASSERT_EQ(st, OQ_ENQUEUED);
-  }
-}
-
 /* Claim up to max from q and ack them all; returns how many came from
  * queue only_from (every item must be from an allowed queue). */
 static size_t claim_ack(oq_db *db, const oq_session *s, const char *const *q,
@@ -47,20 +36,15 @@ static size_t claim_ack(oq_db *db, const oq_session *s, const char *const *q,
 
 static void run_form(oq_db *db, bool per_queue)
 {
-  const char *form = per_queue ? "per-queue" : "one-statement";
-  if (!per_queue && !oq_db_traits(db)->multi_queue_claim) {
-    printf("skip one-statement form: the %s traits claim per queue\n",
-           oq_db_traits(db)->name);
+  const char *form = SEM_FORM_BEGIN(db, per_queue, "pz_%");
+  if (!form)
     return;
-  }
-  oq__claim_force_per_queue(db, per_queue);
-  QEXEC(db, "DELETE FROM onceq_items WHERE queue LIKE $1", "pz_%");
   oq_session *s = SEM_LONG_SESSION(db);
   const char *q[2] = {"pz_a", "pz_b"};
   const char *qa[1] = {"pz_a"};
 
-  enqueue(db, "pz_a", 4);
-  enqueue(db, "pz_b", 3);
+  SEM_ENQUEUE(db, "pz_a", 4);
+  SEM_ENQUEUE(db, "pz_b", 3);
   /* one item of pz_a is running when the pause comes */
   oq_item *running = NULL;
   size_t nrun = 0;
@@ -78,7 +62,7 @@ static void run_form(oq_db *db, bool per_queue)
   /* the next claim skips pz_a, even asked for it alone */
   ASSERT_EQ(claim_ack(db, s, qa, 1, 10, "pz_a"), 0);
   ASSERT_EQ(claim_ack(db, s, q, 2, 10, "pz_a"), 3); /* pz_b's three */
-  enqueue(db, "pz_a", 2);                           /* enqueue still works */
+  SEM_ENQUEUE(db, "pz_a", 2);                       /* enqueue still works */
   ASSERT_EQ(claim_ack(db, s, q, 2, 10, "pz_a"), 0);
   /* the item in flight finishes */
   ASSERT_OK(db, oq_ack(db, s, &running[0], NULL, NULL, NULL, NULL));

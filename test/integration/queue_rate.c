@@ -24,16 +24,6 @@
 #define CLAIMERS 3
 #define MAX_STARTS 1000
 
-static void enqueue(oq_db *db, const char *queue, int n)
-{
-  for (int i = 0; i < n; i++) {
-    char id[OQ_UUID_LEN + 1];
-    oq_enqueue_status st = (oq_enqueue_status)-1;
-    oq_enqueue_opts o = {.queue = queue};
-    ASSERT_OK(db, oq_enqueue(db, &o, id, &st));
-  }
-}
-
 static size_t take(oq_db *db, const oq_session *s, const char *queue, int max)
 {
   const char *q[1] = {queue};
@@ -48,7 +38,7 @@ static void run_form(oq_db *db, bool per_queue)
 {
   oq__claim_force_per_queue(db, per_queue);
   QEXEC(db, "DELETE FROM onceq_items WHERE queue = $1", "rq_a");
-  enqueue(db, "rq_a", 3 * N);
+  SEM_ENQUEUE(db, "rq_a", 3 * N);
   ASSERT_OK(db, oq_queue_set_rate(db, "rq_a", N, 60000)); /* slow refill */
   oq_session *s = SEM_LONG_SESSION(db);
   ASSERT_EQ(take(db, s, "rq_a", 100), N); /* the full bucket */
@@ -103,7 +93,7 @@ static int cmp_u64(const void *a, const void *b)
 
 static void run_concurrent(oq_db *db)
 {
-  enqueue(db, "rq_c", 200);
+  SEM_ENQUEUE(db, "rq_c", 200);
   ASSERT_OK(db, oq_queue_set_rate(db, "rq_c", N, INTERVAL_MS));
   uint64_t t0 = oq_monotonic_ms();
   pthread_t t[CLAIMERS];

@@ -1,11 +1,13 @@
 /*
  * sem_util.h: helpers shared by the semantics integration tests
- * (concurrent_ack, reap_releases, enqueue_tx, unique_key, poison, history).
+ * (concurrent_ack, reap_releases, enqueue_tx, unique_key, poison, history,
+ * queue_pause, queue_limit, queue_rate, ...).
  *
  * Header-only and static inline, so each test stays one executable built
  * from one file. Owns: parameterised one-value queries (QLONG, QTEXT,
- * QEXEC), and shortcuts to open a session and to claim from one queue that
- * fail the test on any error. Every failure prints the caller's location.
+ * QEXEC), and shortcuts to open a session, to enqueue, to claim from one
+ * queue and (INTERNAL tests) to start a claim form, that fail the test on
+ * any error. Every failure prints the caller's location.
  */
 #ifndef OQ_SEM_UTIL_H
 #define OQ_SEM_UTIL_H
@@ -134,6 +136,54 @@ static inline size_t sem_claim_at(const char *file, int line, oq_db *db,
 }
 #define SEM_CLAIM(db, s, queue, max, items)                                    \
   sem_claim_at(__FILE__, __LINE__, (db), (s), (queue), (max), (items))
+
+/* Enqueue n items on queue, one oq_enqueue each (no key: every one is
+ * new), or fail. oqt_enqueue_n inserts them in one transaction instead. */
+static inline void sem_enqueue_at(const char *file, int line, oq_db *db,
+                                  const char *queue, int n)
+{
+  for (int i = 0; i < n; i++) {
+    char id[OQ_UUID_LEN + 1];
+    oq_enqueue_status st = (oq_enqueue_status)-1;
+    oq_enqueue_opts o = {.queue = queue};
+    oq_err e = oq_enqueue(db, &o, id, &st);
+    if (e != OQ_OK || st != OQ_ENQUEUED) {
+      fprintf(stderr, "FAIL %s:%d: oq_enqueue(%s): %s, status %d (%s)\n", file,
+              line, queue, oq_strerror(e), (int)st, oq_db_errmsg(db));
+      exit(1);
+    }
+  }
+}
+#define SEM_ENQUEUE(db, queue, n)                                              \
+  sem_enqueue_at(__FILE__, __LINE__, (db), (queue), (n))
+
+#ifdef ONCEQ_INTERNAL_H
+/* The queue-control tests (queue_pause, queue_limit) run each check in
+ * both claim forms: one statement for all queues (PostgreSQL) and one
+ * statement per queue (what CockroachDB runs, forced with
+ * oq__claim_force_per_queue). Start a form: returns its name, or NULL
+ * (after saying so) when these traits have no one-statement form; deletes
+ * the items of the queues LIKE `like` the other form left. The caller
+ * sets oq__claim_force_per_queue(db, false) when done. Only with the
+ * library's internal header (INTERNAL tests). */
+static inline const char *sem_form_begin_at(const char *file, int line,
+                                            oq_db *db, bool per_queue,
+                                            const char *like)
+{
+  if (!per_queue && !oq_db_traits(db)->multi_queue_claim) {
+    printf("skip one-statement form: the %s traits claim per queue\n",
+           oq_db_traits(db)->name);
+    return NULL;
+  }
+  oq__claim_force_per_queue(db, per_queue);
+  const char *p[1] = {like};
+  semq_exec_at(file, line, db, "DELETE FROM onceq_items WHERE queue LIKE $1", 1,
+               p);
+  return per_queue ? "per-queue" : "one-statement";
+}
+#define SEM_FORM_BEGIN(db, per_queue, like)                                    \
+  sem_form_begin_at(__FILE__, __LINE__, (db), (per_queue), (like))
+#endif
 
 /* The ledger the tests' ack callbacks write to. No unique constraint on
  * purpose: a duplicate ack would show up as a second row. */
