@@ -420,6 +420,33 @@ _Static_assert(OQ_RETENTION_BATCH == 1000, "RETAIN_BATCH must match");
   " NOT EXISTS (SELECT 1 FROM onceq_items i"                                   \
   " WHERE i.unique_key = dd.unique_key)"
 
+/* Items claimed by a session whose row is gone without a release (a row
+ * deleted by hand, or by a version before schema v8 after its foreign key
+ * was dropped): released by the reap. The join on o.c keeps it to the
+ * orphan's claim: a row released and claimed again meanwhile (by a live
+ * session) no longer matches when the UPDATE rechecks it.
+ * PostgreSQL: every reap of every worker runs it, so it reads the claim
+ * index as a loose scan (like KEY_HEADS: a recursive CTE, each step one
+ * descent to the next distinct claim), once per session holding claims
+ * rather than once per claimed item: 100,000 items claimed by 100
+ * sessions, 10.6 -> 1.1 ms (docs/design.md section 4a). CockroachDB keeps
+ * the plain DISTINCT, whose plan there is its own affair and untested
+ * with the recursive form. */
+static const char release_orphans_pg[] =
+    "UPDATE onceq_items i SET claim = NULL FROM (WITH RECURSIVE c AS ("
+    "(SELECT claim FROM onceq_items WHERE claim IS NOT NULL"
+    " ORDER BY claim LIMIT 1) UNION ALL SELECT nx.claim FROM c"
+    " CROSS JOIN LATERAL (SELECT claim FROM onceq_items"
+    " WHERE claim IS NOT NULL AND claim > c.claim ORDER BY claim"
+    " LIMIT 1) nx) SELECT c.claim AS c FROM c WHERE NOT EXISTS"
+    " (SELECT 1 FROM onceq_sessions s WHERE s.id = c.claim)) o"
+    " WHERE i.claim = o.c";
+static const char release_orphans_crdb[] =
+    "UPDATE onceq_items i SET claim = NULL FROM (SELECT DISTINCT"
+    " claim AS c FROM onceq_items WHERE claim IS NOT NULL"
+    " AND NOT EXISTS (SELECT 1 FROM onceq_sessions s"
+    " WHERE s.id = onceq_items.claim)) o WHERE i.claim = o.c";
+
 static const char *const shared[OQ__SQL__COUNT] = {
     /* Reconciling an ambiguous ack: an item that is gone was acknowledged
      * unless it is in onceq_dead (dead-lettered meanwhile) or has a
@@ -602,25 +629,6 @@ static const char *const shared[OQ__SQL__COUNT] = {
      * key's SET NULL did: the attempt stays counted. */
     [OQ__SQL_RELEASE_SESSIONS] = "UPDATE onceq_items SET claim = NULL"
                                  " WHERE claim = ANY($1::uuid[])",
-    /* Items claimed by a session whose row is gone without a release (a
-     * row deleted by hand, or by a version before schema v8 after its
-     * foreign key was dropped): released by the reap. Every reap of every
-     * worker runs it, so it reads the claim index as a loose scan (like
-     * KEY_HEADS: a recursive CTE, each step one descent to the next
-     * distinct claim), once per session holding claims rather than once
-     * per claimed item: 100,000 items claimed by 100 sessions, 10.6 ->
-     * 1.1 ms (docs/design.md section 4a). The join on o.c keeps it to the
-     * orphan's claim: a row released and claimed again meanwhile (by a
-     * live session) no longer matches when the UPDATE rechecks it. */
-    [OQ__SQL_RELEASE_ORPHANS] =
-        "UPDATE onceq_items i SET claim = NULL FROM (WITH RECURSIVE c AS ("
-        "(SELECT claim FROM onceq_items WHERE claim IS NOT NULL"
-        " ORDER BY claim LIMIT 1) UNION ALL SELECT nx.claim FROM c"
-        " CROSS JOIN LATERAL (SELECT claim FROM onceq_items"
-        " WHERE claim IS NOT NULL AND claim > c.claim ORDER BY claim"
-        " LIMIT 1) nx) SELECT c.claim AS c FROM c WHERE NOT EXISTS"
-        " (SELECT 1 FROM onceq_sessions s WHERE s.id = c.claim)) o"
-        " WHERE i.claim = o.c",
     /* matches the onceq_items_exhausted partial index predicate */
     [OQ__SQL_REAP_EXHAUSTED] =
         "WITH d AS (DELETE FROM onceq_items"
@@ -793,6 +801,8 @@ const char *oq__sql(oq_engine engine, oq__stmt stmt)
     return crdb ? claim_limited_crdb : claim_limited_pg;
   case OQ__SQL_CLAIM_PARTS:
     return crdb ? claim_parts_crdb : claim_parts_pg;
+  case OQ__SQL_RELEASE_ORPHANS:
+    return crdb ? release_orphans_crdb : release_orphans_pg;
   case OQ__SQL_MIGRATE_LOCK:
     return crdb ? "SELECT 1" : migrate_lock_pg;
   case OQ__SQL_MIGRATE_UNLOCK:
