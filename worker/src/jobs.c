@@ -184,6 +184,17 @@ void wk_sweep_request(wk *w, const char *why)
   pthread_mutex_unlock(&w->mu);
 }
 
+void wk_wait_settle(wk *w, int busy_then, int ms)
+{
+  /* the test under mu: a settle decrements and broadcasts under it, so it
+   * cannot fall between the test and the wait */
+  struct timespec until = oq_monotonic_deadline(ms);
+  pthread_mutex_lock(&w->mu);
+  if (w->inflight + w->acks_pending >= busy_then)
+    pthread_cond_timedwait(&w->slot_cv, &w->mu, &until);
+  pthread_mutex_unlock(&w->mu);
+}
+
 void wk_wait_slot(wk *w, int ms)
 {
   /* the condvars use the monotonic clock */

@@ -171,10 +171,10 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
    * snapshot older than the ack) or just after it (a fast handler may
    * finish what the claim got before we get here). The settle itself wakes
    * us (wk_settle_wake: a byte on wake_fd, polled with the LISTEN socket;
-   * without a listener the slot_cv broadcast), so the next claim starts as
-   * the head's ack commits: a key of 20 items is 20 such rounds in a row,
-   * and a check every 20 ms made each of them last 20 ms at least. Armed
-   * before the test of wk_busy, so a settle between the two still leaves
+   * without a listener the slot_cv broadcast, wk_wait_settle), so the next
+   * claim starts as the head's ack commits: a key of 20 items is 20 such rounds
+   * in a row, and a check every 20 ms made each of them last 20 ms at least.
+   * Armed before the test of wk_busy, so a settle between the two still leaves
    * its byte. With nothing of ours in flight only a NOTIFY or the poll
    * interval does. */
   int busy_then = ours;
@@ -184,7 +184,10 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
     uint64_t now = wk_now_ms();
     if (now >= until || (busy_then > 0 && wk_busy(w) < busy_then))
       break;
-    int chunk = (int)(until - now) > 250 ? 250 : (int)(until - now);
+    /* without the pipe (out of descriptors) a settle cannot end a wait
+     * on the socket: check every 20 ms, as before it */
+    int most = busy_then > 0 && w->wake_fd[0] < 0 ? 20 : 250;
+    int chunk = (int)(until - now) > most ? most : (int)(until - now);
     if (listen_db && oq_db_connected(listen_db)) {
       int notified = 0;
       int fd = busy_then > 0 ? w->wake_fd[0] : -1;
@@ -192,6 +195,8 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
         break; /* reconnect in the loop */
       if (notified)
         break;
+    } else if (busy_then > 0) {
+      wk_wait_settle(w, busy_then, chunk);
     } else {
       wk_wait_slot(w, chunk);
     }
