@@ -62,6 +62,7 @@ static oq_err add_row(void *ud, int ncols, const char *const *v)
   it->enqueued_at_us = v[6] ? strtoll(v[6], NULL, 10) : 0;
   it->claimed_at_us = v[7] ? strtoll(v[7], NULL, 10) : 0;
   it->slot = ncols > 8 ? oq__int(v[8]) : 0;
+  it->keyed = ncols > 9 && v[9] && v[9][0] == 't';
   a->taken_bytes += (int64_t)strlen(it->payload);
   a->n++;
   return OQ_OK;
@@ -334,6 +335,8 @@ static oq_err limited_body(oq_db *db, void *ud)
   e = oq_db_query(db, oq__sql(eng, OQ__SQL_CLAIM_LIMITED),
                   eng == OQ_ENGINE_COCKROACH ? 3 : 4, params, add_row, acc);
   free(qarr);
+  for (size_t i = t->n0; i < acc->n; i++)
+    acc->items[i].limited = true;
   if (e == OQ_OK && lim_row.tokens >= 0 && acc->n > t->n0) {
     char took[24];
     snprintf(took, sizeof took, "%zu", acc->n - t->n0);

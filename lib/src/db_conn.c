@@ -866,8 +866,23 @@ oq_err oq_db_wait_notify(oq_db *db, int timeout_ms, int *notified)
   return oq__db_notifies(db, timeout_ms, NULL, NULL, notified);
 }
 
+static oq_err notifies_or(oq_db *db, int timeout_ms, int wake_fd,
+                          oq__notify_fn fn, void *ud, int *notified);
+
+oq_err oq_db_wait_notify_or(oq_db *db, int timeout_ms, int wake_fd,
+                            int *notified)
+{
+  return notifies_or(db, timeout_ms, wake_fd, NULL, NULL, notified);
+}
+
 oq_err oq__db_notifies(oq_db *db, int timeout_ms, oq__notify_fn fn, void *ud,
                        int *notified)
+{
+  return notifies_or(db, timeout_ms, -1, fn, ud, notified);
+}
+
+static oq_err notifies_or(oq_db *db, int timeout_ms, int wake_fd,
+                          oq__notify_fn fn, void *ud, int *notified)
 {
   *notified = 0;
   oq__db_clear(db);
@@ -888,11 +903,14 @@ oq_err oq__db_notifies(oq_db *db, int timeout_ms, oq__notify_fn fn, void *ud,
     }
     if (*notified || round == 1 || timeout_ms <= 0)
       return OQ_OK;
-    struct pollfd pfd = {.fd = PQsocket(db->conn), .events = POLLIN};
-    if (pfd.fd < 0)
+    struct pollfd pfd[2] = {{.fd = PQsocket(db->conn), .events = POLLIN},
+                            {.fd = wake_fd, .events = POLLIN}};
+    if (pfd[0].fd < 0)
       return oq__db_fail(db, OQ_ERR_CONN, NULL, "no socket for %s", db->masked);
-    if (poll(&pfd, 1, timeout_ms) <= 0)
+    if (poll(pfd, wake_fd >= 0 ? 2 : 1, timeout_ms) <= 0)
       return OQ_OK; /* timeout or EINTR: the caller loops */
+    if (wake_fd >= 0 && (pfd[1].revents & POLLIN) && !pfd[0].revents)
+      return OQ_OK; /* the caller's own event: it reads wake_fd */
   }
   return OQ_OK;
 }

@@ -13,7 +13,8 @@
 #define ITEM_COLS                                                              \
   "id::text, queue, payload::text, attempts, max_attempts, priority, "         \
   "(extract(epoch FROM created_at) * 1000000)::int8, "                         \
-  "(extract(epoch FROM claimed_at) * 1000000)::int8, part"
+  "(extract(epoch FROM claimed_at) * 1000000)::int8, part, "                   \
+  "ordering_key IS NOT NULL"
 
 /* A claim's identity beside the session: the claim's own timestamp, as the
  * claim statement returned it (the same expression on the same stored
@@ -264,11 +265,12 @@
                       "AS created_us,"                                         \
                       " (extract(epoch FROM i.claimed_at) * 1000000)::int8 "   \
                       "AS claimed_us,"                                         \
-                      " i.part, i.run_at)"                                     \
+                      " i.part, i.ordering_key IS NOT NULL AS keyed,"          \
+                      " i.run_at)"                                             \
                       " SELECT id, queue, payload, attempts, max_attempts, "   \
                       "priority, created_us,"                                  \
-                      " claimed_us, part FROM u ORDER BY priority DESC, "      \
-                      "run_at"
+                      " claimed_us, part, keyed FROM u ORDER BY priority "     \
+                      "DESC, run_at"
 
 static const char claim_pg[] =
     CLAIM_PG(QUEUES_OPEN,

@@ -287,7 +287,7 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
    * columns, by their aliases, in that order */
   between(pg, ", i.run_at) SELECT ", " FROM u ", b, sizeof b);
   ASSERT_STREQ(b, "id, queue, payload, attempts, max_attempts, priority, "
-                  "created_us, claimed_us, part");
+                  "created_us, claimed_us, part, keyed");
   between(pg, " RETURNING ", ", i.run_at)", a, sizeof a);
   ASSERT_CONTAINS(a, "::text AS id, queue, payload::text AS payload, "
                      "attempts, max_attempts, priority,");

@@ -130,6 +130,7 @@ void *wk_acker_main(void *arg)
     w->acks_pending -= (int)n;
     pthread_cond_broadcast(&w->slot_cv);
     pthread_mutex_unlock(&w->mu);
+    wk_settle_wake(w);
   }
   oq_db_close(db);
   return NULL;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime.h"
 
@@ -39,6 +40,8 @@ static void hold(wk *w, wk_job *j)
   if (w->held)
     w->held->held_prev = j;
   w->held = j;
+  if (j->item.keyed || j->item.limited)
+    w->gating++;
 }
 
 void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n)
@@ -89,6 +92,8 @@ void wk_job_free(wk *w, wk_job *j)
   if (j->held_next)
     j->held_next->held_prev = j->held_prev;
   w->held_bytes -= (int64_t)j->payload_bytes;
+  if (j->item.keyed || j->item.limited)
+    w->gating--;
   pthread_cond_broadcast(&w->slot_cv); /* bytes freed: room to claim */
   pthread_mutex_unlock(&w->mu);
   bool unsettled = j->unsettled;
@@ -117,6 +122,27 @@ void wk_job_done(wk *w)
   pthread_cond_broadcast(&w->slot_cv);
   pthread_mutex_unlock(&w->mu);
   wk_metrics_inflight(w->m, -1);
+  wk_settle_wake(w);
+}
+
+void wk_settle_wake(wk *w)
+{
+  /* one byte per armed wait, not per settle: the pipe never fills and a
+   * busy worker makes no system call for settles nobody waits for */
+  if (w->wake_fd[1] < 0 || !atomic_exchange(&w->settle_armed, false))
+    return;
+  ssize_t r = write(w->wake_fd[1], "s", 1);
+  (void)r; /* full (EAGAIN) means a byte is already there: woken anyway */
+}
+
+void wk_settle_arm(wk *w)
+{
+  if (w->wake_fd[0] < 0)
+    return;
+  char buf[64];
+  while (read(w->wake_fd[0], buf, sizeof buf) > 0) {
+  }
+  atomic_store(&w->settle_armed, true);
 }
 
 void wk_ack_queue(wk *w, wk_job *j)
@@ -133,6 +159,14 @@ void wk_ack_queue(wk *w, wk_job *j)
   pthread_mutex_unlock(&w->mu);
 }
 
+int wk_gating(wk *w)
+{
+  pthread_mutex_lock(&w->mu);
+  int n = w->gating;
+  pthread_mutex_unlock(&w->mu);
+  return n;
+}
+
 int wk_busy(wk *w)
 {
   pthread_mutex_lock(&w->mu);
@@ -147,6 +181,17 @@ void wk_sweep_request(wk *w, const char *why)
     OQ_LOG(OQ_LOG_DEBUG, NULL, NULL, "reconcile: sweep requested (%s)", why);
   pthread_mutex_lock(&w->mu);
   pthread_cond_broadcast(&w->slot_cv); /* wake the claim loop */
+  pthread_mutex_unlock(&w->mu);
+}
+
+void wk_wait_settle(wk *w, int busy_then, int ms)
+{
+  /* the test under mu: a settle decrements and broadcasts under it, so it
+   * cannot fall between the test and the wait */
+  struct timespec until = oq_monotonic_deadline(ms);
+  pthread_mutex_lock(&w->mu);
+  if (w->inflight + w->acks_pending >= busy_then)
+    pthread_cond_timedwait(&w->slot_cv, &w->mu, &until);
   pthread_mutex_unlock(&w->mu);
 }
 

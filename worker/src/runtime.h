@@ -65,6 +65,9 @@ typedef struct wk {
   wk_job *held;                  /* every job not yet freed (mu) */
   int inflight;                  /* jobs queued or running (mu) */
   int64_t held_bytes;            /* payload bytes of the held jobs (mu) */
+  int gating;                    /* held jobs whose settle may make more
+                                    claimable: keyed, or of a limited
+                                    queue (mu) */
   int acks_pending;              /* jobs in the ack list or being acked (mu) */
   bool exit_executors;           /* (mu) */
   wk_claim_size sizing;          /* (mu) claims sized by the work */
@@ -72,6 +75,11 @@ typedef struct wk {
   _Atomic bool hard_stop;        /* cancel running handlers now */
   _Atomic bool draining;         /* start no queued job */
   _Atomic bool sweep_due;        /* a job was dropped unsettled: sweep soon */
+  int wake_fd[2];                /* a pipe, non-blocking: a settle ends the
+                                    claim loop's wait on the LISTEN socket
+                                    (wk_settle_wake); -1: none */
+  _Atomic bool settle_armed;     /* the claim loop waits for a settle: the
+                                    next one writes a byte to wake_fd[1] */
   wk_gen *current;               /* claim loop only */
   oq_retry_policy item_retry;
 } wk;
@@ -90,16 +98,28 @@ void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n);
 void wk_job_free(wk *w, wk_job *j);
 /* An executor finished with a job (acked, settled or handed to the acker). */
 void wk_job_done(wk *w);
+/* One of the worker's jobs settled (wk_busy went down): wake the claim
+ * loop if it waits for that (settle_armed). Any thread; without mu. */
+void wk_settle_wake(wk *w);
+/* The claim loop, before a wait that a settle should end: arm the wake-up
+ * and empty the pipe of earlier ones. */
+void wk_settle_arm(wk *w);
 /* Hand a succeeded job to the acker, which frees it. */
 void wk_ack_queue(wk *w, wk_job *j);
 /* Jobs queued, running or waiting for their ack. */
 int wk_busy(wk *w);
+/* Held jobs that are keyed or of a limited queue (wk->gating). */
+int wk_gating(wk *w);
 /* Whether some held job has this item id (mu taken inside). */
 bool wk_holds(wk *w, const char *item_id);
 /* Ask the claim loop for a reconciliation sweep (any thread). */
 void wk_sweep_request(wk *w, const char *why);
 /* Wait up to ms for a free slot or a session event (claim loop). */
 void wk_wait_slot(wk *w, int ms);
+/* Wait up to ms on slot_cv unless fewer than busy_then jobs are busy
+ * (wk_busy) already: the claim loop waiting for one of its items to
+ * settle, without a LISTEN socket to poll. */
+void wk_wait_settle(wk *w, int busy_then, int ms);
 
 /* Sleep before retry number `round` of a failed database call, per the
  * library's one retry policy (transaction defaults, 2 s cap), with this

@@ -36,6 +36,7 @@
  * oq_ack / oq_ack_batch check claim = session. This file decides what to
  * claim, when, and when to look for claims nobody holds (reconcile.h).
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "acker.h"
 #include "executor.h"
@@ -152,13 +154,11 @@ static void retire(wk *w, oq_db *db, wk_gen *g, bool lost)
 /* --------------------------------------------------------------------- */
 /* Waiting and claiming */
 
-/* How often a wait that follows a short claim checks whether one of the
- * worker's own items settled (wait_for_items). */
-#define SETTLE_CHECK_MS 20
-
 /* Wait for work to show up: a NOTIFY on PostgreSQL, else the poll timer.
  * `ours` is what we held when the short claim returned: the items in
- * flight when it began plus what it got. */
+ * flight when it began plus what it got; 0 when none of them was keyed or
+ * of a limited queue (wk->gating): a plain item's settle makes nothing
+ * claimable, so re-claiming on it would only add empty claims. */
 static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
                            cm_signal_count *signals)
 {
@@ -166,33 +166,46 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
   /* A short claim while our own items are in flight says little about the
    * next one: with ordering keys they hold the heads of their keys, and
    * under a concurrency limit they count against it. So the first of them
-   * to settle ends the wait, as a NOTIFY would (an ack sends none; checked
-   * every SETTLE_CHECK_MS), and so does one that settled before the wait
-   * began: during the claim (its snapshot older than the ack) or just after
-   * it (a fast handler may finish what the claim got before we get here).
-   * With nothing of ours in flight only a NOTIFY or the poll interval
-   * does. */
+   * to settle ends the wait, as a NOTIFY would (an ack sends none), and so
+   * does one that settled before the wait began: during the claim (its
+   * snapshot older than the ack) or just after it (a fast handler may
+   * finish what the claim got before we get here). The settle itself wakes
+   * us (wk_settle_wake: a byte on wake_fd, polled with the LISTEN socket;
+   * without a listener the slot_cv broadcast, wk_wait_settle), so the next
+   * claim starts as the head's ack commits: a key of 20 items is 20 such rounds
+   * in a row, and a check every 20 ms made each of them last 20 ms at least.
+   * Armed before the test of wk_busy, so a settle between the two still leaves
+   * its byte. With nothing of ours in flight only a NOTIFY or the poll
+   * interval does. */
   int busy_then = ours;
   while (*signals == 0) {
+    if (busy_then > 0)
+      wk_settle_arm(w);
     uint64_t now = wk_now_ms();
     if (now >= until || (busy_then > 0 && wk_busy(w) < busy_then))
-      return;
-    int most = busy_then > 0 ? SETTLE_CHECK_MS : 250;
+      break;
+    /* without the pipe (out of descriptors) a settle cannot end a wait
+     * on the socket: check every 20 ms, as before it */
+    int most = busy_then > 0 && w->wake_fd[0] < 0 ? 20 : 250;
     int chunk = (int)(until - now) > most ? most : (int)(until - now);
     if (listen_db && oq_db_connected(listen_db)) {
       int notified = 0;
-      if (oq_db_wait_notify(listen_db, chunk, &notified) != OQ_OK)
-        return; /* reconnect in the loop */
+      int fd = busy_then > 0 ? w->wake_fd[0] : -1;
+      if (oq_db_wait_notify_or(listen_db, chunk, fd, &notified) != OQ_OK)
+        break; /* reconnect in the loop */
       if (notified)
-        return;
+        break;
+    } else if (busy_then > 0) {
+      wk_wait_settle(w, busy_then, chunk);
     } else {
       wk_wait_slot(w, chunk);
     }
     if (atomic_load(&w->sweep_due) ||
         (w->current &&
          oq_session_state_get(w->current->session) != OQ_SESSION_LIVE))
-      return;
+      break;
   }
+  atomic_store(&w->settle_armed, false); /* settles write nothing now */
 }
 
 /*
@@ -461,6 +474,7 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
    * the claim returns; only a claim that began with nothing of ours in
    * flight shows that nothing ready is left (--drain below) */
   int busy_before = wk_busy(w);
+  int gating_before = wk_gating(w);
   oq_item *items = NULL;
   size_t got = 0;
   oq_err e = claim_some(w, &l->pc, l->db, l->poll_ms, want,
@@ -502,8 +516,11 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     return RUNNING;
   }
   int64_t got_bytes = 0;
-  for (size_t i = 0; i < got; i++)
+  int gating = gating_before;
+  for (size_t i = 0; i < got; i++) {
     got_bytes += (int64_t)strlen(items[i].payload);
+    gating += items[i].keyed || items[i].limited;
+  }
   if (got > 0) {
     wk_metrics_add(w->m, WK_C_CLAIMED, got);
     wk_jobs_push(w, w->current, items, got);
@@ -542,8 +559,8 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
   if (cfg->drain)
     wk_wait_slot(w, 50); /* drain mode: wait for in-flight work only */
   else
-    wait_for_items(w, l->listen_db, l->poll_ms - jitter, busy_before + (int)got,
-                   signals);
+    wait_for_items(w, l->listen_db, l->poll_ms - jitter,
+                   gating > 0 ? busy_before + (int)got : 0, signals);
   return RUNNING;
 }
 
@@ -701,6 +718,30 @@ static void cond_init(pthread_cond_t *cv)
   pthread_condattr_destroy(&a);
 }
 
+/* The settle wake-up's pipe (wk_settle_wake): non-blocking on both ends
+ * (a settle never blocks on it, the claim loop empties it without
+ * waiting) and closed on exec (handlers' children must not inherit it).
+ * Without it (out of descriptors) fd[] is -1 and a wait on the LISTEN
+ * socket ends by its 250 ms slices instead. */
+static void wake_pipe_open(int fd[2])
+{
+  fd[0] = fd[1] = -1;
+  int p[2];
+  if (pipe(p) != 0)
+    return;
+  for (int i = 0; i < 2; i++) {
+    int fl = fcntl(p[i], F_GETFL);
+    if (fl < 0 || fcntl(p[i], F_SETFL, fl | O_NONBLOCK) != 0 ||
+        fcntl(p[i], F_SETFD, FD_CLOEXEC) != 0) {
+      close(p[0]);
+      close(p[1]);
+      return;
+    }
+  }
+  fd[0] = p[0];
+  fd[1] = p[1];
+}
+
 /* oq_db_set_give_up's function for the claim loop's connection: the
  * current session is lost, so a sweep or claim that waits on a server that
  * does not answer (a silent failed-over primary) is moot; the loop goes on
@@ -749,6 +790,7 @@ int wk_worker_run(const wk_config *cfg, wk_metrics *m, cm_signal_count *signals)
   cond_init(&w.work_cv);
   cond_init(&w.slot_cv);
   cond_init(&w.ack_cv);
+  wake_pipe_open(w.wake_fd);
   int rc = 0;
   char err[OQ_ERRBUF_SIZE];
   oq_db *db = NULL;
@@ -861,6 +903,9 @@ stop:
          wk_metrics_get(m, WK_C_RECONCILED));
 out:
   oq_db_close(db);
+  for (int i = 0; i < 2; i++)
+    if (w.wake_fd[i] >= 0)
+      close(w.wake_fd[i]);
   pthread_cond_destroy(&w.ack_cv);
   pthread_cond_destroy(&w.slot_cv);
   pthread_cond_destroy(&w.work_cv);

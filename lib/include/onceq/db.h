@@ -175,6 +175,13 @@ OQ_MUST_CHECK oq_err oq_db_listen(oq_db *db, const char *channel);
  * timeout_ms, called in a loop. */
 OQ_MUST_CHECK oq_err oq_db_wait_notify(oq_db *db, int timeout_ms,
                                        int *notified);
+/* oq_db_wait_notify that also ends when wake_fd (a pipe or eventfd of the
+ * caller's; < 0: none) is readable, so a thread can wait for a NOTIFY and
+ * for an event of its own process at once. It reads nothing from wake_fd:
+ * the caller empties it. *notified says only whether a notification came.
+ * Blocks: up to timeout_ms; cancel by: writing to wake_fd. */
+OQ_MUST_CHECK oq_err oq_db_wait_notify_or(oq_db *db, int timeout_ms,
+                                          int wake_fd, int *notified);
 
 /* Called once per result row with the row's text values (NULL = SQL NULL).
  * Return OQ_OK to go on; anything else stops and is returned. */

@@ -13,6 +13,7 @@
 #ifndef ONCEQ_ITEM_H
 #define ONCEQ_ITEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "onceq/db.h"
@@ -35,6 +36,10 @@ typedef struct oq_item {
   int64_t claimed_at_us;  /* claimed_at, microseconds since the epoch */
   int slot;               /* onceq_items.part, 0..1023: its part is
                              oq_parts_of_slot(slot, P) (partition.h) */
+  bool keyed;             /* carries an ordering key: its key's next item
+                             is claimable once this one is settled */
+  bool limited;           /* claimed under its queue's concurrency or rate
+                             limit (the limited queues' claim) */
 } oq_item;
 
 /*
