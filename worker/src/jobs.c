@@ -158,3 +158,18 @@ void wk_wait_slot(wk *w, int ms)
   pthread_cond_timedwait(&w->slot_cv, &w->mu, &until);
   pthread_mutex_unlock(&w->mu);
 }
+
+bool wk_wait_settled(wk *w, int busy_then, int ms)
+{
+  struct timespec until = oq_monotonic_deadline(ms);
+  pthread_mutex_lock(&w->mu);
+  /* checked before waiting, under the lock the settling threads broadcast
+   * under: their broadcast may have gone by while the loop was claiming */
+  bool settled = w->inflight + w->acks_pending < busy_then;
+  if (!settled) {
+    pthread_cond_timedwait(&w->slot_cv, &w->mu, &until);
+    settled = w->inflight + w->acks_pending < busy_then;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return settled;
+}

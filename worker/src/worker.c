@@ -186,7 +186,7 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
       if (notified)
         return;
     } else {
-      wk_wait_slot(w, chunk);
+      wk_wait_settled(w, busy_then, chunk);
     }
     if (atomic_load(&w->sweep_due) ||
         (w->current &&
@@ -539,8 +539,10 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
   l->rng = l->rng * 6364136223846793005ULL + 1442695040888963407ULL;
   int jitter =
       l->poll_ms >= 4 ? (int)((l->rng >> 33) % (uint64_t)(l->poll_ms / 4)) : 0;
-  if (cfg->drain)
-    wk_wait_slot(w, 50); /* drain mode: wait for in-flight work only */
+  if (cfg->drain) /* drain mode: wait for in-flight work only; a job that
+                   * settled during the claim ends the wait at once (its
+                   * wake-up went by: the whole 50 ms after the last ack) */
+    wk_wait_settled(w, busy_before + (int)got, 50);
   else
     wait_for_items(w, l->listen_db, l->poll_ms - jitter, busy_before + (int)got,
                    signals);
