@@ -43,7 +43,8 @@ static bool send_stmt(oq_db *db, const char *sql, int nparams,
  * generic plan's estimate never beat the custom ones'): about 1 ms of a
  * 12 ms claim of 1,000, on the claim loop's one connection; the generic
  * plan is the same index walk (docs/benchmarks.md, "The claim planned
- * once"), and ANALYZE of the tables it reads makes it anew. */
+ * once, and the drain's last wait"), and ANALYZE of the tables it reads
+ * makes it anew. */
 #define CLAIM_SETTINGS                                                         \
   "set_config('jit', 'off', true),"                                            \
   " set_config('plan_cache_mode', 'force_generic_plan', true)"
