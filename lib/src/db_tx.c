@@ -36,6 +36,19 @@ static bool send_stmt(oq_db *db, const char *sql, int nparams,
  * BEGIN's failure if it failed, else the statement's; the transaction is
  * left open, as a separate BEGIN would have left it.
  */
+/* A claim's settings (oq__db_claim_next), transaction-local: no JIT, and
+ * one generic plan per connection. plan_cache_mode is read at the claim's
+ * Bind, which the server takes after this prelude's Execute. Left to
+ * choose, the plan cache planned the claim afresh at every Bind (its
+ * generic plan's estimate never beat the custom ones'): about 1 ms of a
+ * 12 ms claim of 1,000, on the claim loop's one connection; the generic
+ * plan is the same index walk (docs/benchmarks.md, "The claim planned
+ * once, and the drain's last wait"), and ANALYZE of the tables it reads
+ * makes it anew. */
+#define CLAIM_SETTINGS                                                         \
+  "set_config('jit', 'off', true),"                                            \
+  " set_config('plan_cache_mode', 'force_generic_plan', true)"
+
 static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
                                 const unsigned int *types,
                                 const char *const *params, const char *name,
@@ -52,10 +65,10 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
       db->tx == OQ__DB_TX_BEGIN_OWED ? "BEGIN"
       : db->async_commits && idle && claim
           ? "SELECT set_config('synchronous_commit', 'off', true),"
-            " set_config('jit', 'off', true)"
+            " " CLAIM_SETTINGS
       : db->async_commits && idle
           ? "SELECT set_config('synchronous_commit', 'off', true)"
-      : claim ? "SELECT set_config('jit', 'off', true)"
+      : claim ? "SELECT " CLAIM_SETTINGS
               : NULL;
   if (!prelude)
     return send_stmt(db, sql, nparams, types, params, name)

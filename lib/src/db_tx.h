@@ -13,7 +13,8 @@
 #include "onceq/onceq.h"
 
 /* The next single statement on db (outside a transaction) is a claim:
- * on PostgreSQL it runs with jit = off, transaction-local (pooler-safe).
+ * on PostgreSQL it runs with jit = off and plan_cache_mode =
+ * force_generic_plan, transaction-local (pooler-safe).
  * A claim's estimated cost grows with the queue and passes jit_above_cost
  * near 100,000 ready items, where compiling it took about 35 ms of a
  * 60 ms claim; its plan is an index walk that JIT does not speed up. */

@@ -6,3 +6,9 @@ target_link_libraries(unit_worker_preflight PRIVATE onceq_worker_core)
 # Claims sized by the work (worker/src/claim_size.c).
 oq_add_test(unit_worker_claim_size LABEL unit TIMEOUT 30 SOURCES claim_size.c)
 target_link_libraries(unit_worker_claim_size PRIVATE onceq_worker_core)
+
+# The claim loop's wait after a short claim (worker/src/jobs.c,
+# wk_wait_settled): a job that settled before the wait ends it at once.
+oq_add_test(unit_worker_wait_settled LABEL unit TIMEOUT 30
+            SOURCES wait_settled.c)
+target_link_libraries(unit_worker_wait_settled PRIVATE onceq_worker_core)

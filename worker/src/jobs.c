@@ -184,17 +184,6 @@ void wk_sweep_request(wk *w, const char *why)
   pthread_mutex_unlock(&w->mu);
 }
 
-void wk_wait_settle(wk *w, int busy_then, int ms)
-{
-  /* the test under mu: a settle decrements and broadcasts under it, so it
-   * cannot fall between the test and the wait */
-  struct timespec until = oq_monotonic_deadline(ms);
-  pthread_mutex_lock(&w->mu);
-  if (w->inflight + w->acks_pending >= busy_then)
-    pthread_cond_timedwait(&w->slot_cv, &w->mu, &until);
-  pthread_mutex_unlock(&w->mu);
-}
-
 void wk_wait_slot(wk *w, int ms)
 {
   /* the condvars use the monotonic clock */
@@ -202,4 +191,19 @@ void wk_wait_slot(wk *w, int ms)
   pthread_mutex_lock(&w->mu);
   pthread_cond_timedwait(&w->slot_cv, &w->mu, &until);
   pthread_mutex_unlock(&w->mu);
+}
+
+bool wk_wait_settled(wk *w, int busy_then, int ms)
+{
+  struct timespec until = oq_monotonic_deadline(ms);
+  pthread_mutex_lock(&w->mu);
+  /* checked before waiting, under the lock the settling threads broadcast
+   * under: their broadcast may have gone by while the loop was claiming */
+  bool settled = w->inflight + w->acks_pending < busy_then;
+  if (!settled) {
+    pthread_cond_timedwait(&w->slot_cv, &w->mu, &until);
+    settled = w->inflight + w->acks_pending < busy_then;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return settled;
 }

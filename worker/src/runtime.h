@@ -116,10 +116,14 @@ bool wk_holds(wk *w, const char *item_id);
 void wk_sweep_request(wk *w, const char *why);
 /* Wait up to ms for a free slot or a session event (claim loop). */
 void wk_wait_slot(wk *w, int ms);
-/* Wait up to ms on slot_cv unless fewer than busy_then jobs are busy
- * (wk_busy) already: the claim loop waiting for one of its items to
- * settle, without a LISTEN socket to poll. */
-void wk_wait_settle(wk *w, int busy_then, int ms);
+/* The claim loop's wait after a short claim: returns at once when fewer
+ * than `busy_then` items are in flight or being acknowledged (wk_busy),
+ * else waits up to ms for a free slot or a session event, like
+ * wk_wait_slot. The check and the wait are one step under wk.mu, so a job
+ * that settles between the claim and the wait is not missed. Returns true
+ * when fewer than busy_then were busy on return. busy_then <= 0: a plain
+ * wait. */
+bool wk_wait_settled(wk *w, int busy_then, int ms);
 
 /* Sleep before retry number `round` of a failed database call, per the
  * library's one retry policy (transaction defaults, 2 s cap), with this

@@ -171,7 +171,7 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
    * snapshot older than the ack) or just after it (a fast handler may
    * finish what the claim got before we get here). The settle itself wakes
    * us (wk_settle_wake: a byte on wake_fd, polled with the LISTEN socket;
-   * without a listener the slot_cv broadcast, wk_wait_settle), so the next
+   * without a listener the slot_cv broadcast, wk_wait_settled), so the next
    * claim starts as the head's ack commits: a key of 20 items is 20 such rounds
    * in a row, and a check every 20 ms made each of them last 20 ms at least.
    * Armed before the test of wk_busy, so a settle between the two still leaves
@@ -195,10 +195,8 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
         break; /* reconnect in the loop */
       if (notified)
         break;
-    } else if (busy_then > 0) {
-      wk_wait_settle(w, busy_then, chunk);
     } else {
-      wk_wait_slot(w, chunk);
+      wk_wait_settled(w, busy_then, chunk);
     }
     if (atomic_load(&w->sweep_due) ||
         (w->current &&
@@ -556,8 +554,10 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
   l->rng = l->rng * 6364136223846793005ULL + 1442695040888963407ULL;
   int jitter =
       l->poll_ms >= 4 ? (int)((l->rng >> 33) % (uint64_t)(l->poll_ms / 4)) : 0;
-  if (cfg->drain)
-    wk_wait_slot(w, 50); /* drain mode: wait for in-flight work only */
+  if (cfg->drain) /* drain mode: wait for in-flight work only; a job that
+                   * settled during the claim ends the wait at once (its
+                   * wake-up went by: the whole 50 ms after the last ack) */
+    wk_wait_settled(w, busy_before + (int)got, 50);
   else
     wait_for_items(w, l->listen_db, l->poll_ms - jitter,
                    gating > 0 ? busy_before + (int)got : 0, signals);
