@@ -304,7 +304,11 @@ static oq_err sql_round_run(many *b)
   char count[24];
   if (!prepare_ids(b, count, sizeof count))
     return oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
-  bool nx = b->want_next;
+  /* only a round with a keyed item (oq_item.keyed, as the claim returned
+   * it) pays the two statements: an unkeyed batch is the plain ack */
+  bool nx = false;
+  for (size_t k = 0; b->want_next && k < b->m && !nx; k++)
+    nx = b->items[b->active[k]].keyed;
   size_t ns = b->m + 3 + (nx ? 2 : 0);
   oq__pstmt *st = calloc(ns, sizeof *st);
   const char **params = calloc(b->m * 4 + CHECK_NPARAMS + 5, sizeof *params);

@@ -61,7 +61,8 @@ typedef struct oq_ack_opts {
   /* oq_ack_many_sql only, PostgreSQL only, never for a partitioned session
    * (its claims look in its own parts only): next != NULL asks the batch
    * to claim, in each committing round's transaction after the claim
-   * check, the next item of every acknowledged keyed item's key: the key's
+   * check, the next item of every acknowledged keyed item's key (a round
+   * without an item whose .keyed is set sends nothing more): the key's
    * first remaining item by enqueue_seq, if it is unclaimed, ready, has
    * attempts left and its queue is neither paused nor limited (those keep
    * the normal claim), with the claim's session lock (docs/design.md 5a,
