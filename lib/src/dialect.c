@@ -367,9 +367,12 @@ static const char claim_parts_crdb[] =
  * (SESSION_LIVE). The rows are locked with SKIP LOCKED and `ready` is
  * checked again on their newest version, as the claim does, and the SET
  * list is the claim's. It only decides where to look: the next item is
- * acknowledged by its own claim-checked DELETE later. A 500-key prototype
- * claimed 500 next items in 17 to 18 ms (docs/benchmarks.md, "The keyed
- * claim").
+ * acknowledged by its own claim-checked DELETE later. OFFSET 0 keeps the
+ * claimed-key probe a per-key subplan (one descent of
+ * onceq_items_key_claimed): without it PostgreSQL made it an anti join
+ * that read the whole index per key, 27 ms for 170 next items at 1,000
+ * keys x 20 items against 3.3 ms with it (EXPLAIN ANALYZE, private
+ * PostgreSQL 15; docs/benchmarks.md, "The ack's next item").
  */
 #define NEXT_READY                                                             \
   "claim IS NULL AND run_at <= now() AND attempts < max_attempts"
@@ -387,7 +390,7 @@ static const char ack_next_pg[] =
     " WHERE f.claim IS NULL AND f.run_at <= now()"
     " AND f.attempts < f.max_attempts AND NOT EXISTS (SELECT 1"
     " FROM onceq_items k WHERE k.queue = h.queue AND k.ordering_key = h.k"
-    " AND k.ordering_key IS NOT NULL AND k.claim IS NOT NULL)),"
+    " AND k.ordering_key IS NOT NULL AND k.claim IS NOT NULL OFFSET 0)),"
     " l AS MATERIALIZED (SELECT id FROM onceq_items"
     " WHERE id = ANY (ARRAY(SELECT id FROM c)) AND " NEXT_READY
     " FOR UPDATE SKIP LOCKED),"
