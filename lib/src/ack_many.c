@@ -19,6 +19,13 @@
  *  - the COMMIT's outcome is unknown: reconcile per item (gone: done, it
  *    was acknowledged exactly once; still ours: pending; else lost).
  * Rounds stop when nothing is pending or the db's retry policy runs out.
+ *
+ * Next items (oq_ack_opts.next, oq_ack_many_sql on PostgreSQL): a round
+ * also reads its items' keys before the check (OQ__SQL_ACK_KEYS) and,
+ * after it, claims each key's next item (OQ__SQL_ACK_NEXT), in the same
+ * transaction; the items it returned are kept only once that round's
+ * COMMIT succeeded. A round that rolled back claimed nothing; one whose
+ * commit is unknown may have: next_unknown tells the caller to reconcile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +45,17 @@ typedef struct many {
   const char *sql; /* oq_ack_many_sql */
   size_t *active;  /* indexes of this round's items */
   size_t m;
-  char *ids;     /* text array of the active ids */
-  char *results; /* text array of their results (onceq_results, history) */
-  char *cuts;    /* bool array: the caller cut that result (truncated) */
-  long failed;   /* position: 0..m-1 an item, m the check, m+1 BEGIN/COMMIT */
+  char *ids;       /* text array of the active ids */
+  char *results;   /* text array of their results (onceq_results, history) */
+  char *cuts;      /* bool array: the caller cut that result (truncated) */
+  long failed;     /* position: 0..m-1 an item, m the check, m+1 BEGIN/COMMIT */
+  bool want_next;  /* opts->next asked, and the engine has the statement */
+  char **kq, **kk; /* this round's keyed items: queue and key (owned) */
+  size_t nk, capk;
+  char *kq_arr, *kk_arr;    /* as text arrays, for OQ__SQL_ACK_NEXT */
+  oq__item_rows round_next; /* what this round's OQ__SQL_ACK_NEXT claimed */
+  oq__item_rows next;       /* what committed rounds claimed */
+  bool next_unknown;        /* a round's next items may be claimed unheld */
 } many;
 
 /* One round over b->active; sets b->failed on a failure. */
@@ -162,6 +176,105 @@ static oq_err cb_round_run(many *b)
   return e;
 }
 
+/* ---- next items ------------------------------------------------------- */
+
+static void keys_clear(many *b)
+{
+  for (size_t i = 0; i < b->nk; i++) {
+    free(b->kq[i]);
+    free(b->kk[i]);
+  }
+  b->nk = 0;
+  free(b->kq_arr);
+  free(b->kk_arr);
+  b->kq_arr = b->kk_arr = NULL;
+}
+
+/* A row of OQ__SQL_ACK_KEYS: (queue, ordering_key). */
+static oq_err key_row(void *ud, int ncols, const char *const *v)
+{
+  many *b = ud;
+  if (ncols < 2 || !v[0] || !v[1])
+    return OQ_OK;
+  if (b->nk == b->capk) {
+    size_t cap = b->capk ? 2 * b->capk : 16;
+    char **q = realloc(b->kq, cap * sizeof *q);
+    if (!q)
+      return OQ_ERR_NOMEM;
+    b->kq = q;
+    char **k = realloc(b->kk, cap * sizeof *k);
+    if (!k)
+      return OQ_ERR_NOMEM;
+    b->kk = k;
+    b->capk = cap;
+  }
+  char *q = strdup(v[0]);
+  char *k = strdup(v[1]);
+  if (!q || !k) {
+    free(q);
+    free(k);
+    return OQ_ERR_NOMEM;
+  }
+  b->kq[b->nk] = q;
+  b->kk[b->nk] = k;
+  b->nk++;
+  return OQ_OK;
+}
+
+/* OQ__SQL_ACK_NEXT's before hook: the keys read earlier in the round are
+ * its parameters ($1 the session is set already). */
+static oq_err next_params(void *ud, oq__pstmt *self)
+{
+  many *b = ud;
+  free(b->kq_arr);
+  free(b->kk_arr);
+  b->kq_arr = oq__text_array((const char *const *)b->kq, b->nk);
+  b->kk_arr = oq__text_array((const char *const *)b->kk, b->nk);
+  if (!b->kq_arr || !b->kk_arr)
+    return OQ_ERR_NOMEM;
+  const char **p = (const char **)self->params;
+  p[1] = b->kq_arr;
+  p[2] = b->kk_arr;
+  return OQ_OK;
+}
+
+static void rows_drop(oq__item_rows *r)
+{
+  oq_items_free(r->items, r->n);
+  *r = (oq__item_rows){0};
+}
+
+/* The round ended with e: keep its next items if it committed. */
+static void next_settle(many *b, oq_err e)
+{
+  oq__item_rows *r = &b->round_next;
+  if (e == OQ_ERR_AMBIGUOUS || (e == OQ_OK && r->nomem))
+    b->next_unknown = true; /* rows of ours may be claimed, not held */
+  if (e != OQ_OK || r->n == 0) {
+    rows_drop(r);
+    return;
+  }
+  if (b->next.n == 0) {
+    oq_items_free(b->next.items, 0);
+    b->next = *r;
+    *r = (oq__item_rows){0};
+    return;
+  }
+  oq_item *grown =
+      realloc(b->next.items, (b->next.n + r->n) * sizeof *b->next.items);
+  if (!grown) {
+    b->next_unknown = true; /* claimed, committed, not held */
+    rows_drop(r);
+    return;
+  }
+  memcpy(grown + b->next.n, r->items, r->n * sizeof *grown);
+  b->next.items = grown;
+  b->next.n += r->n;
+  b->next.cap = b->next.n;
+  free(r->items);
+  *r = (oq__item_rows){0};
+}
+
 /* ---- the pipelined round: one round trip ------------------------------ */
 
 /* What the check's before hook needs: the effects' first rows are in. */
@@ -191,9 +304,14 @@ static oq_err sql_round_run(many *b)
   char count[24];
   if (!prepare_ids(b, count, sizeof count))
     return oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
-  size_t ns = b->m + 3;
+  /* only a round with a keyed item (oq_item.keyed, as the claim returned
+   * it) pays the two statements: an unkeyed batch is the plain ack */
+  bool nx = false;
+  for (size_t k = 0; b->want_next && k < b->m && !nx; k++)
+    nx = b->items[b->active[k]].keyed;
+  size_t ns = b->m + 3 + (nx ? 2 : 0);
   oq__pstmt *st = calloc(ns, sizeof *st);
-  const char **params = calloc(b->m * 4 + CHECK_NPARAMS, sizeof *params);
+  const char **params = calloc(b->m * 4 + CHECK_NPARAMS + 5, sizeof *params);
   char(*att)[16] = calloc(b->m ? b->m : 1, sizeof *att);
   char **rows = calloc(b->m ? b->m : 1, sizeof *rows);
   oq_err e = OQ_OK;
@@ -237,27 +355,58 @@ static oq_err sql_round_run(many *b)
                             .first_row = ncols > 0 ? &rows[k] : NULL};
   }
   const char **cp = params + b->m * 4;
+  const char **kp = cp + CHECK_NPARAMS; /* keys: ids, session */
+  const char **np = kp + 2;             /* next: session, queues, keys */
+  size_t at = b->m + 1;
+  keys_clear(b);
+  rows_drop(&b->round_next);
+  if (nx) {
+    kp[0] = b->ids;
+    kp[1] = oq_session_id(b->s);
+    st[at++] =
+        (oq__pstmt){.sql = oq__sql(oq_db_engine(b->db), OQ__SQL_ACK_KEYS),
+                    .nparams = 2,
+                    .params = kp,
+                    .rows = key_row,
+                    .ud = b};
+  }
+  size_t check_at = at;
   if (!prepare_results(b, NULL)) {
     e = oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
     goto out;
   }
   check_params(b, count, cp);
   rows_in ri = {b, rows, cp};
-  st[b->m + 1] = (oq__pstmt){.sql = check_sql(b),
-                             .prepared = check_stmt,
-                             .types = check_types,
-                             .nparams = CHECK_NPARAMS,
-                             .params = cp,
-                             .before = ncols > 0 ? results_from_rows : NULL,
-                             .before_ud = &ri};
-  st[b->m + 2] = (oq__pstmt){.sql = "COMMIT"};
+  st[at++] = (oq__pstmt){.sql = check_sql(b),
+                         .prepared = check_stmt,
+                         .types = check_types,
+                         .nparams = CHECK_NPARAMS,
+                         .params = cp,
+                         .before = ncols > 0 ? results_from_rows : NULL,
+                         .before_ud = &ri};
+  if (nx) {
+    np[0] = oq_session_id(b->s);
+    np[1] = np[2] = "{}";
+    st[at++] =
+        (oq__pstmt){.sql = oq__sql(oq_db_engine(b->db), OQ__SQL_ACK_NEXT),
+                    .nparams = 3,
+                    .params = np,
+                    .rows = oq__item_rows_add,
+                    .ud = &b->round_next,
+                    .before = next_params,
+                    .before_ud = b};
+  }
+  st[at++] = (oq__pstmt){.sql = "COMMIT"};
   long f = -1;
   e = oq__db_pipeline(b->db, st, ns, &f);
+  /* a failed keys or next statement reports like BEGIN/COMMIT */
   b->failed = f < 0                 ? -1
               : f == 0              ? (long)b->m + 1
               : f <= (long)b->m     ? f - 1
-              : f == (long)b->m + 1 ? (long)b->m
+              : f == (long)check_at ? (long)b->m
                                     : (long)b->m + 1;
+  if (nx)
+    next_settle(b, e);
 out:
   for (size_t k = 0; rows && k < b->m; k++)
     free(rows[k]);
@@ -460,6 +609,11 @@ static oq_err run_many(many *b, round_fn round)
       break;
     oq__policy_sleep(p, oq_backoff_delay_ms(p, attempt, oq__db_rng(db)));
   }
+  keys_clear(b);
+  free(b->kq);
+  free(b->kk);
+  b->kq = b->kk = NULL;
+  rows_drop(&b->round_next);
   free(b->active);
   free(b->ids);
   free(b->results);
@@ -511,8 +665,26 @@ oq_err oq_ack_many_sql(oq_db *db, const oq_session *s, const oq_item *items,
             .opts = opts,
             .res = results,
             .sql = sql};
+  bool asked = opts && opts->next && opts->nnext;
+  if (asked) {
+    *opts->next = NULL;
+    *opts->nnext = 0;
+  }
+  if (opts && opts->next_unknown)
+    *opts->next_unknown = false;
   if (!sql || !*sql)
     return oq__db_fail(db, OQ_ERR_INVALID, NULL,
                        "oq_ack_many_sql needs a statement");
-  return run_many(&b, sql_round_run);
+  /* CockroachDB: not built (docs/design.md 5a): nothing is asked */
+  b.want_next = asked && oq_db_engine(db) == OQ_ENGINE_POSTGRES;
+  oq_err e = run_many(&b, sql_round_run);
+  if (asked) {
+    *opts->next = b.next.items;
+    *opts->nnext = b.next.n;
+  } else {
+    oq_items_free(b.next.items, b.next.n);
+  }
+  if (opts && opts->next_unknown)
+    *opts->next_unknown = b.next_unknown;
+  return e;
 }

@@ -40,12 +40,9 @@ static char *dupstr(const char *s)
   return strdup(s ? s : "");
 }
 
-static oq_err add_row(void *ud, int ncols, const char *const *v)
+/* One claimed row into *it (zeroed here); false when out of memory. */
+static bool item_from_row(oq_item *it, int ncols, const char *const *v)
 {
-  claim_acc *a = ud;
-  if (ncols < 8 || a->n >= a->cap)
-    return OQ_OK;
-  oq_item *it = &a->items[a->n];
   memset(it, 0, sizeof *it);
   snprintf(it->id, sizeof it->id, "%s", v[0] ? v[0] : "");
   it->queue = dupstr(v[1]);
@@ -53,8 +50,8 @@ static oq_err add_row(void *ud, int ncols, const char *const *v)
   if (!it->queue || !it->payload) {
     free(it->queue);
     free(it->payload);
-    a->nomem = true;
-    return OQ_ERR_NOMEM;
+    it->queue = it->payload = NULL;
+    return false;
   }
   it->attempt = oq__int(v[3]);
   it->max_attempts = oq__int(v[4]);
@@ -63,6 +60,42 @@ static oq_err add_row(void *ud, int ncols, const char *const *v)
   it->claimed_at_us = v[7] ? strtoll(v[7], NULL, 10) : 0;
   it->slot = ncols > 8 ? oq__int(v[8]) : 0;
   it->keyed = ncols > 9 && v[9] && v[9][0] == 't';
+  return true;
+}
+
+oq_err oq__item_rows_add(void *ud, int ncols, const char *const *v)
+{
+  oq__item_rows *r = ud;
+  if (ncols < 8)
+    return OQ_OK;
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? 2 * r->cap : 16;
+    oq_item *grown = realloc(r->items, cap * sizeof *grown);
+    if (!grown) {
+      r->nomem = true;
+      return OQ_OK; /* the rest of the rows are read and dropped */
+    }
+    r->items = grown;
+    r->cap = cap;
+  }
+  if (!item_from_row(&r->items[r->n], ncols, v)) {
+    r->nomem = true;
+    return OQ_OK;
+  }
+  r->n++;
+  return OQ_OK;
+}
+
+static oq_err add_row(void *ud, int ncols, const char *const *v)
+{
+  claim_acc *a = ud;
+  if (ncols < 8 || a->n >= a->cap)
+    return OQ_OK;
+  oq_item *it = &a->items[a->n];
+  if (!item_from_row(it, ncols, v)) {
+    a->nomem = true;
+    return OQ_ERR_NOMEM;
+  }
   a->taken_bytes += (int64_t)strlen(it->payload);
   a->n++;
   return OQ_OK;

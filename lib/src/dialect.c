@@ -348,6 +348,67 @@ static const char claim_parts_crdb[] =
     " ORDER BY priority DESC, run_at LIMIT $3::int"
     " RETURNING " ITEM_COLS;
 
+/*
+ * The batched ack's next items (oq_ack_opts.next, ack_many.c; docs/design.md
+ * 5a, "The ack's next item"), PostgreSQL only. Sent as a statement of its
+ * own after the claim check of the same transaction: inside the check's
+ * statement the deleted heads would still be visible. $2/$3 are the
+ * acknowledged items' (queue, ordering_key) pairs, read before the check
+ * (OQ__SQL_ACK_KEYS). Per key, the key's first remaining row by
+ * enqueue_seq (one descent of onceq_items_key_order; not "the row after
+ * the head": an enqueue may commit later with a lower enqueue_seq) is
+ * claimed only if it is unclaimed, ready, has attempts left and no item
+ * of its key is claimed (KEY_HEAD's meaning), and its queue is neither
+ * paused nor limited (QUEUES_OPEN's test: a limited queue's claims count
+ * and take tokens in claim.c's own transaction, so they keep it). The
+ * claim's session lock as a filter, not 1/count(*): no live session row
+ * and nothing is claimed, but the ack (already checked) still commits.
+ * The lock orders this claim and a reap as it does for the claim
+ * (SESSION_LIVE). The rows are locked with SKIP LOCKED and `ready` is
+ * checked again on their newest version, as the claim does, and the SET
+ * list is the claim's. It only decides where to look: the next item is
+ * acknowledged by its own claim-checked DELETE later. OFFSET 0 keeps the
+ * claimed-key probe a per-key subplan (one descent of
+ * onceq_items_key_claimed): without it PostgreSQL made it an anti join
+ * that read the whole index per key, 27 ms for 170 next items at 1,000
+ * keys x 20 items against 3.3 ms with it (EXPLAIN ANALYZE, private
+ * PostgreSQL 15; docs/benchmarks.md, "The ack's next item").
+ */
+#define NEXT_READY                                                             \
+  "claim IS NULL AND run_at <= now() AND attempts < max_attempts"
+static const char ack_next_pg[] =
+    "WITH s AS (SELECT 1 FROM onceq_sessions WHERE id = $1::uuid"
+    " AND heartbeated_at + expiry >= now() FOR KEY SHARE),"
+    " h AS (SELECT DISTINCT a.queue, a.k FROM unnest($2::text[], $3::text[])"
+    " AS a(queue, k) WHERE NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
+    " WHERE ctl.queue = a.queue AND (ctl.paused OR ctl.max_running IS NOT"
+    " NULL OR ctl.rate_limit IS NOT NULL))),"
+    " c AS MATERIALIZED (SELECT f.id FROM s CROSS JOIN h CROSS JOIN LATERAL"
+    " (SELECT i.id, i.claim, i.run_at, i.attempts, i.max_attempts"
+    " FROM onceq_items i WHERE i.queue = h.queue AND i.ordering_key = h.k"
+    " AND i.ordering_key IS NOT NULL ORDER BY i.enqueue_seq LIMIT 1) f"
+    " WHERE f.claim IS NULL AND f.run_at <= now()"
+    " AND f.attempts < f.max_attempts AND NOT EXISTS (SELECT 1"
+    " FROM onceq_items k WHERE k.queue = h.queue AND k.ordering_key = h.k"
+    " AND k.ordering_key IS NOT NULL AND k.claim IS NOT NULL OFFSET 0)),"
+    " l AS MATERIALIZED (SELECT id FROM onceq_items"
+    " WHERE id = ANY (ARRAY(SELECT id FROM c)) AND " NEXT_READY
+    " FOR UPDATE SKIP LOCKED),"
+    " u AS (UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"
+    " attempts = i.attempts + 1"
+    " WHERE i.id = ANY (ARRAY(SELECT id FROM l))"
+    " RETURNING i.id::text AS id, i.queue, i.payload::text AS payload,"
+    " i.attempts, i.max_attempts, i.priority,"
+    " (extract(epoch FROM i.created_at) * 1000000)::int8 AS created_us,"
+    " (extract(epoch FROM i.claimed_at) * 1000000)::int8 AS claimed_us,"
+    " i.part, i.ordering_key IS NOT NULL AS keyed, i.run_at)"
+    " SELECT id, queue, payload, attempts, max_attempts, priority,"
+    " created_us, claimed_us, part, keyed FROM u"
+    " ORDER BY priority DESC, run_at";
+/* CockroachDB: not asked (ack_many.c sends nothing); a statement that
+ * claims nothing, should one be sent. */
+static const char ack_next_crdb[] = "SELECT NULL WHERE false";
+
 #define DEAD_COLS                                                              \
   "id, queue, payload, priority, attempts, max_attempts, unique_key, "         \
   "last_error, created_at, ordering_key"
@@ -718,6 +779,11 @@ static const char *const shared[OQ__SQL__COUNT] = {
         KEEP_WRITES("$5") " SELECT 1 / (CASE WHEN (SELECT"
                           " count(*) FROM x) = $3::int8"
                           " THEN 1 ELSE 0 END)" KEEP_COUNTS_FROM,
+    /* the keys of a batch's items still claimed by the session, read in
+     * its transaction before the check deletes them (ack_many.c) */
+    [OQ__SQL_ACK_KEYS] = "SELECT DISTINCT queue, ordering_key FROM onceq_items"
+                         " WHERE id = ANY($1::uuid[]) AND claim = $2::uuid"
+                         " AND ordering_key IS NOT NULL",
     /* a waiter asks for the outcome of live items it waits for */
     [OQ__SQL_WAIT_OPT_IN] = "UPDATE onceq_items SET keep_result = true"
                             " WHERE id = ANY($1::uuid[]) AND NOT keep_result",
@@ -805,6 +871,8 @@ const char *oq__sql(oq_engine engine, oq__stmt stmt)
     return crdb ? claim_parts_crdb : claim_parts_pg;
   case OQ__SQL_RELEASE_ORPHANS:
     return crdb ? release_orphans_crdb : release_orphans_pg;
+  case OQ__SQL_ACK_NEXT:
+    return crdb ? ack_next_crdb : ack_next_pg;
   case OQ__SQL_MIGRATE_LOCK:
     return crdb ? "SELECT 1" : migrate_lock_pg;
   case OQ__SQL_MIGRATE_UNLOCK:

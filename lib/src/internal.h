@@ -70,6 +70,11 @@ typedef enum oq__stmt {
   OQ__SQL_ACK,
   OQ__SQL_ACK_BATCH,
   OQ__SQL_ACK_MANY,
+  /* the batched ack's next items (ack_many.c): the acknowledged items'
+   * keys, read before the check; the next items, claimed after it
+   * (PostgreSQL only) */
+  OQ__SQL_ACK_KEYS,
+  OQ__SQL_ACK_NEXT,
   OQ__SQL_ITEM_CLAIM_OF,
   OQ__SQL_ITEMS_CLAIMED_BY_US,
   OQ__SQL_FAIL_RETRY,
@@ -187,6 +192,19 @@ unsigned oq__claim_turn(oq_db *db);
 /* Test hook: claim queue by queue on PostgreSQL too, so a real server
  * exercises that loop. */
 void oq__claim_force_per_queue(oq_db *db, bool on);
+
+/* Items from the rows of a statement that returns a claim's columns (id,
+ * queue, payload, attempts, max_attempts, priority, created_us,
+ * claimed_us, part, keyed), as oq_claim builds them: an oq_row_fn whose ud
+ * is an oq__item_rows (zeroed before the first row). The items are the
+ * caller's (oq_items_free(r.items, r.n)); r.nomem when a row was dropped
+ * for want of memory (the statement claimed it all the same). */
+typedef struct oq__item_rows {
+  oq_item *items;
+  size_t n, cap;
+  bool nomem;
+} oq__item_rows;
+oq_err oq__item_rows_add(void *ud, int ncols, const char *const *v);
 
 /* ---- partition.c / claim.c: partitioned claims ------------------------ */
 

@@ -34,6 +34,9 @@ oq_add_test(it_lib_coord_calls LABEL integration TIMEOUT 60
 # Ordering keys: per-key heads, strict order past failures, several
 # workers acknowledging in enqueue order (issue 23 item 1).
 oq_add_test(it_lib_ordering LABEL integration TIMEOUT 60 SOURCES ordering.c)
+# The batched --sql ack claims a key's next item in its transaction
+# (issue 23, the keyed targets).
+oq_add_test(it_lib_ack_next LABEL integration TIMEOUT 60 SOURCES ack_next.c)
 # Pause and resume a queue (issue 23 item 2).
 oq_add_test(it_lib_queue_pause LABEL integration TIMEOUT 60
             SOURCES queue_pause.c INTERNAL)

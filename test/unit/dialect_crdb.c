@@ -317,6 +317,30 @@ static void check_orphans_pair(const char *pg, const char *crdb)
   ASSERT(strstr(crdb, "RECURSIVE") == NULL);
 }
 
+/* The batched ack's next items are PostgreSQL only (docs/design.md 5a):
+ * ack_many.c never sends the CockroachDB text, which claims nothing should
+ * it be sent; the PostgreSQL text sets what the claim sets and keeps the
+ * claim's session lock, its queue-control test and KEY_HEAD's meaning. */
+static void check_ack_next(const char *pg, const char *crdb)
+{
+  ASSERT_STREQ(crdb, "SELECT NULL WHERE false");
+  ASSERT_CONTAINS(pg, "FROM onceq_sessions WHERE id = $1::uuid"
+                      " AND heartbeated_at + expiry >= now() FOR KEY SHARE");
+  ASSERT_CONTAINS(pg, "(ctl.paused OR ctl.max_running IS NOT"
+                      " NULL OR ctl.rate_limit IS NOT NULL)");
+  ASSERT_CONTAINS(pg, "ORDER BY i.enqueue_seq LIMIT 1");
+  ASSERT_CONTAINS(pg, "k.claim IS NOT NULL");
+  ASSERT_CONTAINS(pg, "FOR UPDATE SKIP LOCKED");
+  ASSERT_CONTAINS(pg, " SET claim = $1::uuid, claimed_at = now(),"
+                      " attempts = i.attempts + 1 WHERE ");
+  /* the columns a claim returns, in its order */
+  ASSERT_CONTAINS(pg, " SELECT id, queue, payload, attempts, max_attempts,"
+                      " priority, created_us, claimed_us, part, keyed FROM u");
+  const char *claim = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM);
+  ASSERT_CONTAINS(claim, " SET claim = $1::uuid, claimed_at = now(),"
+                         " attempts = i.attempts + 1 WHERE ");
+}
+
 /* Every statement whose text differs per engine is a claim pair or the
  * migration lock; anything else that differs is a new CockroachDB-only
  * branch without a test here. */
@@ -330,6 +354,10 @@ static void test_branches(void)
       continue;
     if (s == OQ__SQL_RELEASE_ORPHANS) {
       check_orphans_pair(pg, crdb);
+      continue;
+    }
+    if (s == OQ__SQL_ACK_NEXT) {
+      check_ack_next(pg, crdb);
       continue;
     }
     if (strstr(pg, "SKIP LOCKED") && strncmp(crdb, "UPDATE ", 7) == 0) {

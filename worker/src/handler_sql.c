@@ -76,9 +76,51 @@ out:
   free(c.row_json);
 }
 
+/* Whether a batch's ack claims its keyed items' next items (docs/design.md
+ * 5a, "The ack's next item"): not for a partitioned session (its claims
+ * look only in its own parts), not while draining or stopping (they would
+ * only be released), and only while the session is LIVE. The library asks
+ * nothing on CockroachDB. */
+static bool want_next(wk *w, const oq_session *s)
+{
+  return !w->cfg->partitioned && !atomic_load(&w->draining) &&
+         !atomic_load(&w->hard_stop) &&
+         oq_session_state_get(s) == OQ_SESSION_LIVE;
+}
+
+/* One oq_ack_many_sql call; the next items it claimed, committed, become
+ * jobs of the batch's session generation, as a claim's items do. */
+static oq_err ack_round(wk *w, oq_db *db, wk_gen *g, oq_item *items, size_t m,
+                        oq_ack_opts *ao, oq_ack_result *res)
+{
+  if (!want_next(w, g->session))
+    return oq_ack_many_sql(db, g->session, items, m, w->cfg->sql, ao, res);
+  oq_item *next = NULL;
+  size_t nnext = 0;
+  bool unknown = false;
+  ao->next = &next;
+  ao->nnext = &nnext;
+  ao->next_unknown = &unknown;
+  wk_next_begin(w);
+  oq_err e = oq_ack_many_sql(db, g->session, items, m, w->cfg->sql, ao, res);
+  if (nnext > 0) {
+    wk_metrics_add(w->m, WK_C_CLAIMED, nnext);
+    wk_jobs_push(w, g, next, nnext);
+  }
+  oq_items_free(next, nnext);
+  wk_next_end(w);
+  ao->next = NULL;
+  ao->nnext = NULL;
+  ao->next_unknown = NULL;
+  /* rule 6 (docs/design.md 4a): rows of ours that no job holds */
+  if (unknown)
+    wk_sweep_request(w, "an ack's next items may be claimed and not held");
+  return e;
+}
+
 void wk_sql_handle_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
 {
-  if (n == 1) {
+  if (n == 1 && !want_next(w, jobs[0]->g->session)) {
     wk_sql_handle(w, db, jobs[0]);
     return;
   }
@@ -102,7 +144,7 @@ void wk_sql_handle_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
   for (int round = 1; m > 0; round++) {
     for (size_t k = 0; k < m; k++)
       items[k] = pend[k]->item; /* shallow: the jobs own the strings */
-    oq_err e = oq_ack_many_sql(db, s, items, m, w->cfg->sql, &ao, res);
+    oq_err e = ack_round(w, db, jobs[0]->g, items, m, &ao, res);
     size_t left = 0;
     for (size_t k = 0; k < m; k++) {
       wk_job *j = pend[k];

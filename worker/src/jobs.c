@@ -105,6 +105,29 @@ void wk_job_free(wk *w, wk_job *j)
     wk_sweep_request(w, "a job was dropped with its outcome unwritten");
 }
 
+void wk_next_begin(wk *w)
+{
+  pthread_mutex_lock(&w->mu);
+  w->next_acks++;
+  w->next_acks_started++;
+  pthread_mutex_unlock(&w->mu);
+}
+
+void wk_next_end(wk *w)
+{
+  pthread_mutex_lock(&w->mu);
+  w->next_acks--;
+  pthread_mutex_unlock(&w->mu);
+}
+
+uint64_t wk_next_quiet(wk *w)
+{
+  pthread_mutex_lock(&w->mu);
+  uint64_t v = w->next_acks > 0 ? UINT64_MAX : w->next_acks_started;
+  pthread_mutex_unlock(&w->mu);
+  return v;
+}
+
 bool wk_holds(wk *w, const char *item_id)
 {
   bool found = false;

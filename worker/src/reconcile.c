@@ -13,6 +13,11 @@ oq_err wk_reconcile(wk *w, oq_db *db, wk_gen *g, const char *trigger,
   const char *sid = oq_session_id(g->session);
   oq_item *claims = NULL;
   size_t n = 0;
+  /* an --sql ack may claim next items (docs/design.md 5a) on another
+   * thread: its rows are ours before they are held, so the sweep releases
+   * nothing unless no such ack ran from before the listing to after the
+   * check, and comes back later */
+  uint64_t quiet = wk_next_quiet(w);
   oq_err e = oq_session_claims_read(db, g->session, &claims, &n);
   if (e != OQ_OK) {
     OQ_LOG(OQ_LOG_WARN, sid, NULL, "reconcile (%s): cannot read claims: %s",
@@ -24,6 +29,14 @@ oq_err wk_reconcile(wk *w, oq_db *db, wk_gen *g, const char *trigger,
   for (size_t i = 0; i < n; i++)
     if (!wk_holds(w, claims[i].id))
       claims[k++] = claims[i];
+  if (k > 0 && (quiet == UINT64_MAX || wk_next_quiet(w) != quiet)) {
+    OQ_LOG(OQ_LOG_DEBUG, sid, NULL,
+           "reconcile (%s): an ack claimed next items meanwhile; later",
+           trigger);
+    oq_items_free(claims, n);
+    wk_sweep_request(w, "an ack claimed next items during a sweep");
+    return OQ_OK;
+  }
   size_t nrel = 0;
   if (k > 0) {
     e = oq_release(db, g->session, claims, k, &nrel);

@@ -80,6 +80,10 @@ typedef struct wk {
                                     (wk_settle_wake); -1: none */
   _Atomic bool settle_armed;     /* the claim loop waits for a settle: the
                                     next one writes a byte to wake_fd[1] */
+  int next_acks;                 /* acks asking for next items, between
+                                    their start and the push of what they
+                                    claimed (mu): rows of ours not held yet */
+  uint64_t next_acks_started;    /* how many such acks ever started (mu) */
   wk_gen *current;               /* claim loop only */
   oq_retry_policy item_retry;
 } wk;
@@ -112,6 +116,16 @@ int wk_busy(wk *w);
 int wk_gating(wk *w);
 /* Whether some held job has this item id (mu taken inside). */
 bool wk_holds(wk *w, const char *item_id);
+/* An ack that claims next items (oq_ack_opts.next) starts, and ends once
+ * what it claimed is pushed as jobs: between the two its rows may be
+ * claimed by the session and not held, so a sweep must not release them
+ * (wk_next_quiet). */
+void wk_next_begin(wk *w);
+void wk_next_end(wk *w);
+/* The count of such acks started so far, or UINT64_MAX while one runs:
+ * a sweep that read the same value before listing the claims and after
+ * checking them saw no row of such an ack unheld (mu taken inside). */
+uint64_t wk_next_quiet(wk *w);
 /* Ask the claim loop for a reconciliation sweep (any thread). */
 void wk_sweep_request(wk *w, const char *why);
 /* Wait up to ms for a free slot or a session event (claim loop). */

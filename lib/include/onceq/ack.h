@@ -58,6 +58,24 @@ typedef struct oq_ack_opts {
    * none cut) with results[i]. */
   bool result_truncated;
   const bool *results_truncated;
+  /* oq_ack_many_sql only, PostgreSQL only, never for a partitioned session
+   * (its claims look in its own parts only): next != NULL asks the batch
+   * to claim, in each committing round's transaction after the claim
+   * check, the next item of every acknowledged keyed item's key (a round
+   * without an item whose .keyed is set sends nothing more): the key's
+   * first remaining item by enqueue_seq, if it is unclaimed, ready, has
+   * attempts left and its queue is neither paused nor limited (those keep
+   * the normal claim), with the claim's session lock (docs/design.md 5a,
+   * "The ack's next item"). The claim check is unchanged. *next (free with
+   * oq_items_free) and *nnext get the items of the rounds whose COMMIT
+   * succeeded, claimed for s exactly as oq_claim claims them. *next_unknown
+   * (may be NULL) is set when a round that asked for them ended with its
+   * commit unknown or its rows unread: rows may then be claimed by s that
+   * are not in *next, so run the reconciliation (docs/design.md 4a). On
+   * CockroachDB nothing is asked and *nnext is 0. */
+  oq_item **next;
+  size_t *nnext;
+  bool *next_unknown;
 } oq_ack_opts;
 
 /*
