@@ -68,6 +68,7 @@ typedef struct wk {
   int gating;                    /* held jobs whose settle may make more
                                     claimable: keyed, or of a limited
                                     queue (mu) */
+  int limited_held;              /* held jobs of a limited queue (mu) */
   int acks_pending;              /* jobs in the ack list or being acked (mu) */
   bool exit_executors;           /* (mu) */
   wk_claim_size sizing;          /* (mu) claims sized by the work */
@@ -130,6 +131,13 @@ uint64_t wk_next_quiet(wk *w);
 void wk_sweep_request(wk *w, const char *why);
 /* Wait up to ms for a free slot or a session event (claim loop). */
 void wk_wait_slot(wk *w, int ms);
+/* Wait up to ms, until no job is busy (wk_busy), a sweep is due, or the
+ * session is no longer LIVE; a settle alone does not end it (claim loop,
+ * --drain, after an empty claim while the acks take the keys' next items
+ * and no job of a limited queue is held). */
+void wk_wait_idle(wk *w, const oq_session *s, int ms);
+/* Held jobs of a limited queue. */
+int wk_limited_held(wk *w);
 /* Wait up to ms on slot_cv unless fewer than busy_then jobs are busy
  * (wk_busy) already: the claim loop waiting for one of its items to
  * settle, without a LISTEN socket to poll. */
