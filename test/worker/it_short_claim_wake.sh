@@ -31,13 +31,18 @@ oq_setup short_claim_wake
 
 oq_sql "CREATE TABLE kledger (n bigserial PRIMARY KEY, item_id uuid NOT NULL)" >/dev/null
 SQL='INSERT INTO kledger (item_id) VALUES ($2)'
+# The keyed parts ack one item per transaction: a batched --sql ack claims
+# the key's next item itself (docs/design.md 5a, it_lib_ack_next), so only
+# without it does a key's chain go through the claim loop's wake-up, which
+# --exec, --http and --sql-per-item workers rely on.
+KEYED=(--sql-per-item --sql "$SQL")
 
 # ---- 1. 50 keys x 10 items: ten heads in a row per key
 oq_sql "INSERT INTO onceq_items (ordering_key, payload)
         SELECT 'key-' || (g % 50), jsonb_build_object('g', g)
         FROM generate_series(1, 500) g" >/dev/null
 t0=$(oq_now_ms)
-oq_worker_start keyed --poll-interval 10s --sql "$SQL"
+oq_worker_start keyed --poll-interval 10s "${KEYED[@]}"
 w=$OQ_LAST_PID
 oq_wait_until 8 "500 keyed items acknowledged with a 10 s poll interval" oq_all_done
 oq_log "500 keyed items in $(($(oq_now_ms) - t0)) ms"
@@ -66,15 +71,18 @@ oq_check "ledger rows / distinct" \
 oq_run_cli "$OQ_TMP/limit3.out" "$OQ_TMP/limit3.err" --db "$OQ_DSN" limit default --concurrency none
 oq_check "onceq limit none exit code" "$OQ_RC" 0
 oq_sql "TRUNCATE kledger" >/dev/null
+# only the claim loop's connection (application_name onceq-worker): an ack
+# that claims a key's next item UPDATEs too
 oq_sql "CREATE FUNCTION slow_claim() RETURNS trigger LANGUAGE plpgsql AS
-        \$\$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END \$\$;
+        \$\$ BEGIN IF current_setting('application_name') = 'onceq-worker'
+        THEN PERFORM pg_sleep(0.3); END IF; RETURN NULL; END \$\$;
         CREATE TRIGGER slow_claim BEFORE UPDATE ON onceq_items
         FOR EACH STATEMENT EXECUTE FUNCTION slow_claim()" >/dev/null
 oq_sql "INSERT INTO onceq_items (ordering_key, payload)
         SELECT 'k3-' || (g % 5), jsonb_build_object('g', g)
         FROM generate_series(1, 20) g" >/dev/null
 t0=$(oq_now_ms)
-oq_worker_start settled --poll-interval 10s --sql "$SQL"
+oq_worker_start settled --poll-interval 10s "${KEYED[@]}"
 w=$OQ_LAST_PID
 oq_wait_until 8 "20 keyed items whose acks land during slow claims" oq_all_done
 oq_log "20 keyed items under slow claims in $(($(oq_now_ms) - t0)) ms"
@@ -94,14 +102,14 @@ chain() {
 }
 chain
 t0=$(oq_now_ms)
-oq_worker_start chain_drain --drain --sql "$SQL"
+oq_worker_start chain_drain --drain "${KEYED[@]}"
 oq_wait_exit "$OQ_LAST_PID" 30
 oq_check "chain --drain exit code" "$OQ_RC" 0
 drain_ms=$(($(oq_now_ms) - t0))
 oq_check "chain --drain items left" "$(oq_sql 'SELECT count(*) FROM onceq_items')" 0
 chain
 t0=$(oq_now_ms)
-oq_worker_start chain_wait --poll-interval 10s --sql "$SQL"
+oq_worker_start chain_wait --poll-interval 10s "${KEYED[@]}"
 w=$OQ_LAST_PID
 until oq_all_done; do
   [ $(($(oq_now_ms) - t0)) -lt 30000 ] || oq_fail "chain of 150 not drained in 30 s"

@@ -77,14 +77,16 @@ out:
 }
 
 /* Whether a batch's ack claims its keyed items' next items (docs/design.md
- * 5a, "The ack's next item"): not for a partitioned session (its claims
+ * 5a, "The ack's next item"): not with --sql-per-item, not for a
+ * partitioned session (its claims
  * look only in its own parts), not while draining or stopping (they would
  * only be released), and only while the session is LIVE. The library asks
  * nothing on CockroachDB. */
 static bool want_next(wk *w, const oq_session *s)
 {
-  return !w->cfg->partitioned && !atomic_load(&w->draining) &&
-         !atomic_load(&w->hard_stop) &&
+  /* --sql-per-item keeps one plain claim-checked DELETE per transaction */
+  return !w->cfg->partitioned && !w->cfg->sql_per_item &&
+         !atomic_load(&w->draining) && !atomic_load(&w->hard_stop) &&
          oq_session_state_get(s) == OQ_SESSION_LIVE;
 }
 
@@ -120,7 +122,8 @@ static oq_err ack_round(wk *w, oq_db *db, wk_gen *g, oq_item *items, size_t m,
 
 void wk_sql_handle_batch(wk *w, oq_db *db, wk_job **jobs, size_t n)
 {
-  if (n == 1 && !want_next(w, jobs[0]->g->session)) {
+  /* one item without a key has no next item to ask for: the plain ack */
+  if (n == 1 && (!jobs[0]->item.keyed || !want_next(w, jobs[0]->g->session))) {
     wk_sql_handle(w, db, jobs[0]);
     return;
   }

@@ -42,6 +42,8 @@ static void hold(wk *w, wk_job *j)
   w->held = j;
   if (j->item.keyed || j->item.limited)
     w->gating++;
+  if (j->item.limited)
+    w->limited_held++;
 }
 
 void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n)
@@ -94,6 +96,8 @@ void wk_job_free(wk *w, wk_job *j)
   w->held_bytes -= (int64_t)j->payload_bytes;
   if (j->item.keyed || j->item.limited)
     w->gating--;
+  if (j->item.limited)
+    w->limited_held--;
   pthread_cond_broadcast(&w->slot_cv); /* bytes freed: room to claim */
   pthread_mutex_unlock(&w->mu);
   bool unsettled = j->unsettled;
@@ -204,6 +208,26 @@ void wk_sweep_request(wk *w, const char *why)
     OQ_LOG(OQ_LOG_DEBUG, NULL, NULL, "reconcile: sweep requested (%s)", why);
   pthread_mutex_lock(&w->mu);
   pthread_cond_broadcast(&w->slot_cv); /* wake the claim loop */
+  pthread_mutex_unlock(&w->mu);
+}
+
+int wk_limited_held(wk *w)
+{
+  pthread_mutex_lock(&w->mu);
+  int n = w->limited_held;
+  pthread_mutex_unlock(&w->mu);
+  return n;
+}
+
+void wk_wait_idle(wk *w, const oq_session *s, int ms)
+{
+  struct timespec until = oq_monotonic_deadline(ms);
+  pthread_mutex_lock(&w->mu);
+  while (w->inflight + w->acks_pending > 0 && !atomic_load(&w->sweep_due) &&
+         !atomic_load(&w->hard_stop) &&
+         oq_session_state_get(s) == OQ_SESSION_LIVE &&
+         pthread_cond_timedwait(&w->slot_cv, &w->mu, &until) == 0) {
+  }
   pthread_mutex_unlock(&w->mu);
 }
 

@@ -68,6 +68,7 @@ typedef struct wk {
   int gating;                    /* held jobs whose settle may make more
                                     claimable: keyed, or of a limited
                                     queue (mu) */
+  int limited_held;              /* held jobs of a limited queue (mu) */
   int acks_pending;              /* jobs in the ack list or being acked (mu) */
   bool exit_executors;           /* (mu) */
   wk_claim_size sizing;          /* (mu) claims sized by the work */
@@ -138,6 +139,13 @@ void wk_wait_slot(wk *w, int ms);
  * when fewer than busy_then were busy on return. busy_then <= 0: a plain
  * wait. */
 bool wk_wait_settled(wk *w, int busy_then, int ms);
+/* Wait up to ms, until no job is busy (wk_busy), a sweep is due, or the
+ * session is no longer LIVE; a settle alone does not end it (claim loop,
+ * --drain, after an empty claim while the acks take the keys' next items
+ * and no job of a limited queue is held). */
+void wk_wait_idle(wk *w, const oq_session *s, int ms);
+/* Held jobs of a limited queue. */
+int wk_limited_held(wk *w);
 
 /* Sleep before retry number `round` of a failed database call, per the
  * library's one retry policy (transaction defaults, 2 s cap), with this
