@@ -603,6 +603,7 @@ static oq_err add_claim(void *ud, int ncols, const char *const *vals)
   memset(it, 0, sizeof *it);
   snprintf(it->id, sizeof it->id, "%s", vals[0]);
   it->claimed_at_us = vals[1] ? strtoll(vals[1], NULL, 10) : 0;
+  it->keyed = ncols > 2 && vals[2] && vals[2][0] == 't';
   return OQ_OK;
 }
 

@@ -552,8 +552,8 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " OR id::text || '@*' = ANY($3::text[]))",
     /* the reconciliation sweep: served by the index on claim */
     [OQ__SQL_CLAIMS_OF_SESSION] =
-        "SELECT id::text, " CLAIM_US " FROM onceq_items"
-        " WHERE claim = $1::uuid",
+        "SELECT id::text, " CLAIM_US ", ordering_key IS NOT NULL"
+        " FROM onceq_items WHERE claim = $1::uuid",
     [OQ__SQL_ENQUEUE] =
         "INSERT INTO onceq_items (queue, payload, priority, run_at,"
         " max_attempts, unique_key, ordering_key)"

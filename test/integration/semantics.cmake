@@ -55,3 +55,8 @@ oq_add_test(it_lib_claim_reap_race LABEL integration TIMEOUT 60
 # every reap of every worker).
 oq_add_test(it_lib_reap_orphans LABEL integration TIMEOUT 60
             SOURCES reap_orphans.c INTERNAL)
+# The worker's reconciliation sweep while an ack takes next items: only
+# keyed claims wait for a later sweep (worker/src/reconcile.c).
+oq_add_test(it_worker_reconcile_next LABEL integration TIMEOUT 60
+            SOURCES reconcile_next.c)
+target_link_libraries(it_worker_reconcile_next PRIVATE onceq_worker_core)

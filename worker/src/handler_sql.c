@@ -95,7 +95,13 @@ static bool want_next(wk *w, const oq_session *s)
 static oq_err ack_round(wk *w, oq_db *db, wk_gen *g, oq_item *items, size_t m,
                         oq_ack_opts *ao, oq_ack_result *res)
 {
-  if (!want_next(w, g->session))
+  /* only a round with a keyed item claims next items (ack_many.c): the
+   * others are plain acks, and counting them in wk_next_begin would make
+   * every reconciliation sweep of a busy worker wait (reconcile.c) */
+  bool keyed = false;
+  for (size_t k = 0; k < m && !keyed; k++)
+    keyed = items[k].keyed;
+  if (!keyed || !want_next(w, g->session))
     return oq_ack_many_sql(db, g->session, items, m, w->cfg->sql, ao, res);
   oq_item *next = NULL;
   size_t nnext = 0;

@@ -13,10 +13,11 @@ oq_err wk_reconcile(wk *w, oq_db *db, wk_gen *g, const char *trigger,
   const char *sid = oq_session_id(g->session);
   oq_item *claims = NULL;
   size_t n = 0;
-  /* an --sql ack may claim next items (docs/design.md 5a) on another
-   * thread: its rows are ours before they are held, so the sweep releases
-   * nothing unless no such ack ran from before the listing to after the
-   * check, and comes back later */
+  /* an --sql ack may claim keyed items' next items (docs/design.md 5a)
+   * on another thread: those rows are ours before a job holds them, so
+   * an unheld keyed row is released only if no such ack ran from before
+   * the listing to after the check; else it waits for a later sweep. An
+   * unheld row without a key is never a next item: released at once. */
   uint64_t quiet = wk_next_quiet(w);
   oq_err e = oq_session_claims_read(db, g->session, &claims, &n);
   if (e != OQ_OK) {
@@ -30,12 +31,18 @@ oq_err wk_reconcile(wk *w, oq_db *db, wk_gen *g, const char *trigger,
     if (!wk_holds(w, claims[i].id))
       claims[k++] = claims[i];
   if (k > 0 && (quiet == UINT64_MAX || wk_next_quiet(w) != quiet)) {
-    OQ_LOG(OQ_LOG_DEBUG, sid, NULL,
-           "reconcile (%s): an ack claimed next items meanwhile; later",
-           trigger);
-    oq_items_free(claims, n);
-    wk_sweep_request(w, "an ack claimed next items during a sweep");
-    return OQ_OK;
+    size_t plain = 0;
+    for (size_t i = 0; i < k; i++)
+      if (!claims[i].keyed)
+        claims[plain++] = claims[i];
+    if (plain < k) {
+      OQ_LOG(OQ_LOG_DEBUG, sid, NULL,
+             "reconcile (%s): %zu keyed claim(s) not held while an ack took "
+             "next items; later",
+             trigger, k - plain);
+      wk_sweep_request(w, "an ack claimed next items during a sweep");
+    }
+    k = plain;
   }
   size_t nrel = 0;
   if (k > 0) {

@@ -528,7 +528,10 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
    * (the next turn waits for room) */
   if (got > 0 && ((int)got == want || got_bytes >= max_bytes - held_bytes))
     return RUNNING;
-  if (cfg->drain && got == 0 && busy_before == 0 && wk_busy(w) == 0) {
+  /* a sweep still due may release a claim of ours that blocks a key (an
+   * ack's next item whose commit was unknown): not empty yet */
+  if (cfg->drain && got == 0 && busy_before == 0 && wk_busy(w) == 0 &&
+      !atomic_load(&w->sweep_due)) {
     /* how long the drain took, from the program's start (the peer
      * benchmark's clock for the worker, like graphile-worker's own) */
     OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL,
