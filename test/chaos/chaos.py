@@ -923,6 +923,17 @@ echo "end $1 $2 $n $(ms_now) ok" >>%(log)s
             bad.append("lost: %s" % lost[:20])
         if left:
             bad.append("left in onceq_items: %d" % left)
+            # why they stayed: the run's database goes with the test server
+            try:
+                log("left items (first 12):\n" + self.sql(
+                    "SELECT payload->>'n' AS n, queue, ordering_key, enqueue_seq, claim,"
+                    " claimed_at, run_at < now() AS due, attempts,"
+                    " last_error IS NOT NULL AS failed FROM onceq_items"
+                    " ORDER BY id LIMIT 12", timeout=10)
+                    + "\nsessions:\n" + self.sql(
+                        "SELECT * FROM onceq_sessions", timeout=10))
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                log("left items: %s" % e)
         if from_rolled:
             bad.append("rows from rolled-back enqueues: %s" % sorted(from_rolled)[:10])
         if poison_in_ledger:
@@ -1109,6 +1120,8 @@ def main():
         a.drain_seconds = max(a.drain_seconds, 300)
     if a.sabotage:
         a.flow = True
+    if a.seed is None and os.environ.get("ONCEQ_CHAOS_SEED"):
+        a.seed = int(os.environ["ONCEQ_CHAOS_SEED"])  # replay under ctest
     if a.seed is None:
         a.seed = int.from_bytes(os.urandom(4), "little")
     a.exec_ms = min(max(a.exec_ms, 1), 999)

@@ -15,6 +15,12 @@
  *             4 items where one item's statement touches its own row: that
  *             item is OQ_ACK_FAILED, the other 3 are acknowledged with
  *             their ledger rows, the call returns OQ_OK.
+ *  - split:   oq_ack_many_sql over 3 items whose statement fails with 40001
+ *             whenever an earlier item ran in the same transaction (a long
+ *             batch that keeps losing serialization conflicts, as in the
+ *             chaos test's CockroachDB-traits pass): after its second
+ *             restart the batch goes one item per transaction, and all 3
+ *             are acknowledged, each in a transaction of its own.
  * A genuinely lost claim stays OQ_ERR_CLAIM_LOST (it_lib_ambiguous_commit,
  * it_lib_ack_many).
  */
@@ -157,7 +163,46 @@ static void run_batch(oq_db *admin, oq_db *db, int mode)
   oq_session_free(s);
 }
 
-/* Usage: it_lib_ack_own_row [single|batch]   (default: both) */
+/* A batch whose rounds of more than one item always restart (40001). */
+static void run_split(oq_db *admin, oq_db *db)
+{
+  oqt_exec(admin, "CREATE TABLE split_seen (tx bigint, item_id uuid)");
+  oqt_exec(admin,
+           "CREATE FUNCTION split_check(n bigint) RETURNS int LANGUAGE plpgsql"
+           " AS $$ BEGIN IF n > 0 THEN RAISE EXCEPTION 'another item ran in"
+           " this transaction' USING ERRCODE = '40001'; END IF; RETURN 1;"
+           " END $$");
+  oq_session *s = SEM_LONG_SESSION(db);
+  for (int i = 1; i <= 3; i++)
+    ASSERT_EQ(QEXEC(admin, "INSERT INTO onceq_items (queue) VALUES ('split')"),
+              1);
+  oq_item *items = NULL;
+  size_t n = SEM_CLAIM(db, s, "split", 10, &items);
+  ASSERT_EQ(n, 3);
+  oq_ack_result res[3];
+  oq_err e = oq_ack_many_sql(
+      db, s, items, n,
+      "WITH c AS (SELECT split_check((SELECT count(*) FROM split_seen"
+      " WHERE tx = txid_current())) AS ok)"
+      " INSERT INTO split_seen SELECT txid_current(), $2 FROM c",
+      NULL, res);
+  printf("split: -> %s (%s); verdicts %d %d %d\n", oq_strerror(e),
+         e == OQ_OK ? "" : oq_db_errmsg(db), (int)res[0].verdict,
+         (int)res[1].verdict, (int)res[2].verdict);
+  fflush(stdout);
+  ASSERT_ERR(OQ_OK, e);
+  for (size_t i = 0; i < n; i++)
+    ASSERT_EQ(res[i].verdict, OQ_ACK_DONE);
+  ASSERT_EQ(QLONG(admin, "SELECT count(DISTINCT tx) FROM split_seen"), 3);
+  ASSERT_EQ(QLONG(admin, "SELECT count(DISTINCT item_id) FROM split_seen"), 3);
+  ASSERT_EQ(QLONG(admin, "SELECT count(*) FROM onceq_items WHERE queue = 'split'"),
+            0);
+  oq_items_free(items, n);
+  ASSERT_OK(db, oq_session_end(db, s));
+  oq_session_free(s);
+}
+
+/* Usage: it_lib_ack_own_row [single|batch|split]   (default: all) */
 int main(int argc, char **argv)
 {
   const char *only = argc > 1 ? argv[1] : "";
@@ -165,14 +210,17 @@ int main(int argc, char **argv)
   oq_db *admin = oqt_connect(dsn);
   oq_db *db = oqt_connect(oqt_worker_dsn(dsn));
   oqt_exec(admin, "CREATE TABLE ledger (item_id uuid NOT NULL)");
-  if (strcmp(only, "batch") != 0) {
+  bool all = !*only;
+  if (all || strcmp(only, "single") == 0) {
     run_single(admin, db, "single_delete", DEL_OWN);
     run_single(admin, db, "single_unclaim", UNCLAIM_OWN);
   }
-  if (strcmp(only, "single") != 0) {
+  if (all || strcmp(only, "batch") == 0) {
     run_batch(admin, db, 0);
     run_batch(admin, db, 1);
   }
+  if (all || strcmp(only, "split") == 0)
+    run_split(admin, db);
   oq_db_close(db);
   oq_db_close(admin);
   printf("PASS (isolation %s)\n", oqt_isolation());

@@ -869,13 +869,17 @@ static void *listener_main(void *arg)
     c->cfd = cfd;
     c->sfd = -1;
     atomic_init(&c->done, 0);
+    /* counted before its relay starts: a client whose connection is
+     * made (through the relay) must find itself counted (it once raced
+     * it_lib_ambiguous_commit's check under TSan) */
+    atomic_fetch_add(&p->accepted, 1);
     if (pthread_create(&c->th, NULL, relay_main, c) != 0) {
       fprintf(stderr, "cutproxy: pthread_create failed\n");
+      atomic_fetch_sub(&p->accepted, 1);
       close(cfd);
       free(c);
       continue;
     }
-    atomic_fetch_add(&p->accepted, 1);
     c->next = p->conns;
     p->conns = c;
   }
