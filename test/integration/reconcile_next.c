@@ -71,6 +71,7 @@ int main(void)
   printf("ok with none in flight: the keyed claim released too\n");
 
   pthread_cond_destroy(&w.slot_cv);
+  wk_jobs_fini(&w);
   pthread_mutex_destroy(&w.mu);
   ASSERT_OK(db, oq_session_end(db, s));
   oq_session_free(s);

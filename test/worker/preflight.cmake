@@ -12,3 +12,10 @@ target_link_libraries(unit_worker_claim_size PRIVATE onceq_worker_core)
 oq_add_test(unit_worker_wait_settled LABEL unit TIMEOUT 30
             SOURCES wait_settled.c)
 target_link_libraries(unit_worker_wait_settled PRIVATE onceq_worker_core)
+
+# A claim that brings an item a job of the same session already holds (an
+# earlier claim's commit lost in a crash): the running job stays the only
+# one (worker/src/jobs.c, wk_jobs_push); the held-id table behind it.
+oq_add_test(unit_worker_jobs_reclaim LABEL unit TIMEOUT 30
+            SOURCES jobs_reclaim.c)
+target_link_libraries(unit_worker_jobs_reclaim PRIVATE onceq_worker_core)

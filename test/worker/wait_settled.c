@@ -76,6 +76,7 @@ int main(void)
     OQT_FAIL("a plain wait of 100 ms took %llu ms", (unsigned long long)took);
 
   pthread_cond_destroy(&w.slot_cv);
+  wk_jobs_fini(&w);
   pthread_mutex_destroy(&w.mu);
   printf("PASS\n");
   return 0;

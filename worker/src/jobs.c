@@ -3,6 +3,7 @@
  * queue (claim loop -> executors), the ack queue (executors -> acker) and
  * the held list the reconciliation sweep compares with the database.
  */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,9 +33,99 @@ void wk_retry_pause(int round, uint64_t *rng)
   nanosleep(&ts, NULL);
 }
 
+/* ---- the held jobs by item id ------------------------------------------
+ * A claim that returns an item a job of the same session already holds is
+ * a second claim of it: the first one's commit was lost (claims commit
+ * asynchronously, and a server crash loses the last ones; docs/design.md
+ * §4a) and the row went back to ready, so the claim-checked ack of either
+ * run would match. Running both would overlap the item with itself, and
+ * the first run's ack would free its ordering key while the second still
+ * runs. The table finds such an item in O(1) per claimed item (a claim
+ * round brings up to 1,000 while 2,000 are held); the sweep's "is it held"
+ * uses it too. */
+
+static size_t id_hash(const char *id)
+{
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a: any id text works */
+  for (const char *c = id; *c; c++)
+    h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+  return (size_t)h;
+}
+
+/* The slot of id, or of the empty slot where it would go (cap > 0). */
+static size_t ids_slot(wk_job *const *t, size_t cap, const char *id)
+{
+  size_t i = id_hash(id) & (cap - 1);
+  while (t[i] && strcmp(t[i]->item.id, id) != 0)
+    i = (i + 1) & (cap - 1);
+  return i;
+}
+
+static wk_job *ids_find(const wk *w, const char *id)
+{
+  return w->held_ids_cap ? w->held_ids[ids_slot(w->held_ids, w->held_ids_cap,
+                                                id)]
+                         : NULL;
+}
+
+/* Make j the job of its id. False: out of memory; then held_ids_lossy
+ * sends wk_holds back to the held list. */
+static bool ids_put(wk *w, wk_job *j)
+{
+  if ((w->held_ids_n + 1) * 2 > w->held_ids_cap) {
+    size_t cap = w->held_ids_cap ? w->held_ids_cap * 2 : 64;
+    wk_job **t = calloc(cap, sizeof *t);
+    if (!t)
+      return false;
+    for (size_t i = 0; i < w->held_ids_cap; i++)
+      if (w->held_ids[i])
+        t[ids_slot(t, cap, w->held_ids[i]->item.id)] = w->held_ids[i];
+    free(w->held_ids);
+    w->held_ids = t;
+    w->held_ids_cap = cap;
+  }
+  size_t i = ids_slot(w->held_ids, w->held_ids_cap, j->item.id);
+  if (!w->held_ids[i])
+    w->held_ids_n++;
+  w->held_ids[i] = j;
+  return true;
+}
+
+/* j is no longer held: drop it if it is its id's job (linear probing:
+ * the entries after it that hash before the hole move up). */
+static void ids_drop(wk *w, const wk_job *j)
+{
+  if (!w->held_ids_cap)
+    return;
+  size_t cap = w->held_ids_cap, i = ids_slot(w->held_ids, cap, j->item.id);
+  if (w->held_ids[i] != j)
+    return;
+  w->held_ids[i] = NULL;
+  w->held_ids_n--;
+  for (size_t k = (i + 1) & (cap - 1); w->held_ids[k]; k = (k + 1) & (cap - 1)) {
+    size_t home = id_hash(w->held_ids[k]->item.id) & (cap - 1);
+    /* k's entry may fill the hole at i unless its home lies in (i, k] */
+    bool stays = i <= k ? (home > i && home <= k) : (home > i || home <= k);
+    if (stays)
+      continue;
+    w->held_ids[i] = w->held_ids[k];
+    w->held_ids[k] = NULL;
+    i = k;
+  }
+}
+
+void wk_jobs_fini(wk *w)
+{
+  free(w->held_ids);
+  w->held_ids = NULL;
+  w->held_ids_cap = w->held_ids_n = 0;
+}
+
 /* Link j into the held list (mu held). */
 static void hold(wk *w, wk_job *j)
 {
+  if (!ids_put(w, j))
+    w->held_ids_lossy = true;
   j->held_prev = NULL;
   j->held_next = w->held;
   if (w->held)
@@ -49,8 +140,20 @@ static void hold(wk *w, wk_job *j)
 void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n)
 {
   bool dropped = false;
+  uint64_t again = 0;
   pthread_mutex_lock(&w->mu);
   for (size_t i = 0; i < n; i++) {
+    wk_job *held = ids_find(w, items[i].id);
+    if (held && held->g == g) {
+      /* claimed again by its own session (see ids_find's comment): the
+       * running job is the item's attempt, and its claim-checked ack
+       * matches the new claim. Its claimed_at stays the first claim's
+       * (its executor reads it without the lock): should it fail rather
+       * than succeed, that write finds no row of its claim, and the
+       * sweep releases the row as held by no job */
+      again++;
+      continue;
+    }
     wk_job *j = calloc(1, sizeof *j);
     if (!j) {
       dropped = true; /* still claimed: the sweep releases it */
@@ -79,7 +182,14 @@ void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n)
     pthread_cond_signal(&w->work_cv);
   else
     pthread_cond_broadcast(&w->work_cv);
+  w->reclaimed += again;
   pthread_mutex_unlock(&w->mu);
+  if (again)
+    OQ_LOG(OQ_LOG_WARN, oq_session_id(g->session), NULL,
+           "a claim brought %" PRIu64 " item(s) this session already runs "
+           "(an earlier claim's commit was lost, e.g. in a server crash); "
+           "the running attempt goes on, alone",
+           again);
   if (dropped)
     wk_sweep_request(w, "out of memory for a claimed item");
 }
@@ -87,6 +197,7 @@ void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n)
 void wk_job_free(wk *w, wk_job *j)
 {
   pthread_mutex_lock(&w->mu);
+  ids_drop(w, j);
   if (j->held_prev)
     j->held_prev->held_next = j->held_next;
   else
@@ -134,9 +245,10 @@ uint64_t wk_next_quiet(wk *w)
 
 bool wk_holds(wk *w, const char *item_id)
 {
-  bool found = false;
   pthread_mutex_lock(&w->mu);
-  for (wk_job *j = w->held; j && !found; j = j->held_next)
+  bool found = ids_find(w, item_id) != NULL;
+  /* a job the table could not take (out of memory) is only in the list */
+  for (wk_job *j = w->held; j && !found && w->held_ids_lossy; j = j->held_next)
     found = strcmp(j->item.id, item_id) == 0;
   pthread_mutex_unlock(&w->mu);
   return found;

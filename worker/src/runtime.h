@@ -63,6 +63,14 @@ typedef struct wk {
   wk_job *work_head, *work_tail; /* (mu) */
   wk_job *ack_head, *ack_tail;   /* (mu) */
   wk_job *held;                  /* every job not yet freed (mu) */
+  wk_job **held_ids;             /* the held jobs by item id: an open-
+                                    addressing table, NULL: empty slot;
+                                    one job per id, the newest (mu) */
+  size_t held_ids_cap;           /* its slots, 0 or a power of 2 (mu) */
+  size_t held_ids_n;             /* its jobs (mu) */
+  bool held_ids_lossy;           /* a held job is missing from it (mu) */
+  uint64_t reclaimed;            /* claims of an item a job of the same
+                                    session already held (mu) */
   int inflight;                  /* jobs queued or running (mu) */
   int64_t held_bytes;            /* payload bytes of the held jobs (mu) */
   int gating;                    /* held jobs whose settle may make more
@@ -97,6 +105,9 @@ uint64_t wk_now_ms(void);
  * with oq_items_free as usual. An item that cannot get a job (out of
  * memory) is left to the next sweep. */
 void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n);
+/* Free what the worker's job lists allocated (the held-id table) once no
+ * job is left. */
+void wk_jobs_fini(wk *w);
 /* Free a job and stop holding it. Call once its outcome is settled, or
  * with j->unsettled set: then a sweep is requested once it is no longer
  * held, so the sweep releases its claim. */

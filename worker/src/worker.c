@@ -925,6 +925,7 @@ out:
   pthread_cond_destroy(&w.ack_cv);
   pthread_cond_destroy(&w.slot_cv);
   pthread_cond_destroy(&w.work_cv);
+  wk_jobs_fini(&w);
   pthread_mutex_destroy(&w.mu);
   return rc;
 }
