@@ -56,6 +56,9 @@ typedef struct many {
   oq__item_rows round_next; /* what this round's OQ__SQL_ACK_NEXT claimed */
   oq__item_rows next;       /* what committed rounds claimed */
   bool next_unknown;        /* a round's next items may be claimed unheld */
+  char slots_arr[6 * 1024]; /* opts->next_slots as an int4[] text (1,024
+                              slots fit; more are left out), "":
+                                any slot (NULL to the statement) */
 } many;
 
 /* One round over b->active; sets b->failed on a failure. */
@@ -311,7 +314,7 @@ static oq_err sql_round_run(many *b)
     nx = b->items[b->active[k]].keyed;
   size_t ns = b->m + 3 + (nx ? 2 : 0);
   oq__pstmt *st = calloc(ns, sizeof *st);
-  const char **params = calloc(b->m * 4 + CHECK_NPARAMS + 5, sizeof *params);
+  const char **params = calloc(b->m * 4 + CHECK_NPARAMS + 6, sizeof *params);
   char(*att)[16] = calloc(b->m ? b->m : 1, sizeof *att);
   char **rows = calloc(b->m ? b->m : 1, sizeof *rows);
   oq_err e = OQ_OK;
@@ -356,7 +359,7 @@ static oq_err sql_round_run(many *b)
   }
   const char **cp = params + b->m * 4;
   const char **kp = cp + CHECK_NPARAMS; /* keys: ids, session */
-  const char **np = kp + 2;             /* next: session, queues, keys */
+  const char **np = kp + 2;             /* next: session, queues, keys, slots */
   size_t at = b->m + 1;
   keys_clear(b);
   rows_drop(&b->round_next);
@@ -387,9 +390,10 @@ static oq_err sql_round_run(many *b)
   if (nx) {
     np[0] = oq_session_id(b->s);
     np[1] = np[2] = "{}";
+    np[3] = b->slots_arr[0] ? b->slots_arr : NULL;
     st[at++] =
         (oq__pstmt){.sql = oq__sql(oq_db_engine(b->db), OQ__SQL_ACK_NEXT),
-                    .nparams = 3,
+                    .nparams = 4,
                     .params = np,
                     .rows = oq__item_rows_add,
                     .ud = &b->round_next,
@@ -696,6 +700,18 @@ oq_err oq_ack_many_sql(oq_db *db, const oq_session *s, const oq_item *items,
                        "oq_ack_many_sql needs a statement");
   /* CockroachDB: not built (docs/design.md 5a): nothing is asked */
   b.want_next = asked && oq_db_engine(db) == OQ_ENGINE_POSTGRES;
+  if (b.want_next && opts->next_slots) {
+    /* a partitioned session: its own slots only; none, no next item */
+    size_t at = 0;
+    b.slots_arr[at++] = '{';
+    for (size_t i = 0; i < opts->nnext_slots && at + 16 < sizeof b.slots_arr;
+         i++)
+      at += (size_t)snprintf(b.slots_arr + at, sizeof b.slots_arr - at, "%s%d",
+                             i ? "," : "", opts->next_slots[i]);
+    b.slots_arr[at++] = '}';
+    b.slots_arr[at] = '\0';
+    b.want_next = opts->nnext_slots > 0;
+  }
   oq_err e = run_many(&b, sql_round_run);
   if (asked) {
     *opts->next = b.next.items;

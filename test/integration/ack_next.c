@@ -13,7 +13,9 @@
  *  - the next item is the key's first remaining item by enqueue_seq, not
  *    the one after the head: an item of the key with a lower enqueue_seq
  *    than the others (inserted with one by hand) comes first;
- *  - without opts.next nothing is claimed (the plain ack).
+ *  - without opts.next nothing is claimed (the plain ack);
+ *  - a partitioned session's next items (opts.next_slots): none when the
+ *    key's slot is not among the slots given, the next item when it is.
  */
 #include <string.h>
 
@@ -160,6 +162,48 @@ static void test_not_asked(oq_db *db, oq_session *w)
   printf("ok without opts.next nothing is claimed\n");
 }
 
+/* opts.next_slots: the key's next item only from the slots given. */
+static void test_slots(oq_db *db, oq_session *w)
+{
+  put(db, "ns", "k", 3);
+  oq_item *it = NULL;
+  size_t n = SEM_CLAIM(db, w, "ns", 10, &it);
+  ASSERT_EQ(n, 1);
+  int slot = it[0].slot;
+  ASSERT_EQ(QLONG(db, "SELECT count(DISTINCT part) FROM onceq_items"
+                      " WHERE queue = 'ns'"),
+            1); /* a key's items share one slot */
+  int elsewhere = (slot + 1) % 1024;
+  oq_item *next = NULL;
+  size_t nn = 0;
+  oq_ack_opts o = {
+      .next = &next, .nnext = &nn, .next_slots = &elsewhere, .nnext_slots = 1};
+  oq_ack_result res[1];
+  ASSERT_OK(db, oq_ack_many_sql(db, w, it, n, ACK_SQL, &o, res));
+  ASSERT_EQ(res[0].verdict, OQ_ACK_DONE);
+  oq_items_free(it, n);
+  if (nn != 0)
+    OQT_FAIL("the next item of a key in slot %d came back with next_slots"
+             " {%d} (%zu items)",
+             slot, elsewhere, nn);
+  oq_items_free(next, nn);
+  n = SEM_CLAIM(db, w, "ns", 10, &it);
+  ASSERT_EQ(n, 1);
+  int slots[2] = {elsewhere, slot};
+  o = (oq_ack_opts){
+      .next = &next, .nnext = &nn, .next_slots = slots, .nnext_slots = 2};
+  ASSERT_OK(db, oq_ack_many_sql(db, w, it, n, ACK_SQL, &o, res));
+  ASSERT_EQ(res[0].verdict, OQ_ACK_DONE);
+  oq_items_free(it, n);
+  ASSERT_EQ(nn, 1);
+  ASSERT_EQ(payload_i(db, next[0].id), 3);
+  ASSERT_EQ(next[0].slot, slot);
+  ASSERT_OK(db, oq_ack(db, w, &next[0], NULL, NULL, NULL, NULL));
+  oq_items_free(next, nn);
+  printf("ok next_slots: no next item outside the slots given, the next one"
+         " inside them\n");
+}
+
 int main(void)
 {
   const char *dsn = oqt_fresh_db("ack_next", 1);
@@ -170,6 +214,7 @@ int main(void)
   test_next(db, w, other);
   test_first_remaining(db, w);
   test_not_asked(db, w);
+  test_slots(db, w);
 
   ASSERT_OK(db, oq_session_end(db, other));
   ASSERT_OK(db, oq_session_end(db, w));

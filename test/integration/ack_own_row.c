@@ -195,8 +195,9 @@ static void run_split(oq_db *admin, oq_db *db)
     ASSERT_EQ(res[i].verdict, OQ_ACK_DONE);
   ASSERT_EQ(QLONG(admin, "SELECT count(DISTINCT tx) FROM split_seen"), 3);
   ASSERT_EQ(QLONG(admin, "SELECT count(DISTINCT item_id) FROM split_seen"), 3);
-  ASSERT_EQ(QLONG(admin, "SELECT count(*) FROM onceq_items WHERE queue = 'split'"),
-            0);
+  ASSERT_EQ(
+      QLONG(admin, "SELECT count(*) FROM onceq_items WHERE queue = 'split'"),
+      0);
   oq_items_free(items, n);
   ASSERT_OK(db, oq_session_end(db, s));
   oq_session_free(s);

@@ -96,7 +96,7 @@ int main(void)
   for (size_t k = 0; k < got; k++) {
     int n = -1;
     if (strncmp(jobs[k]->item.id, "00000000", 8) == 0)
-      n = atoi(jobs[k]->item.id + 24);
+      n = (int)strtol(jobs[k]->item.id + 24, NULL, 10);
     if (n >= 0 && n % 2 == 0) {
       wk_job_free(&w, jobs[k]);
       jobs[k] = NULL;

@@ -77,17 +77,32 @@ out:
 }
 
 /* Whether a batch's ack claims its keyed items' next items (docs/design.md
- * 5a, "The ack's next item"): not with --sql-per-item, not for a
- * partitioned session (its claims
- * look only in its own parts), not while draining or stopping (they would
- * only be released), and only while the session is LIVE. The library asks
- * nothing on CockroachDB. */
+ * 5a, "The ack's next item"): not with --sql-per-item, not while draining
+ * or stopping (they would only be released), and only while the session is
+ * LIVE; a partitioned session's only in the parts it may claim from
+ * (next_slots). The library asks nothing on CockroachDB. */
 static bool want_next(wk *w, const oq_session *s)
 {
   /* --sql-per-item keeps one plain claim-checked DELETE per transaction */
-  return !w->cfg->partitioned && !w->cfg->sql_per_item &&
-         !atomic_load(&w->draining) && !atomic_load(&w->hard_stop) &&
+  return !w->cfg->sql_per_item && !atomic_load(&w->draining) &&
+         !atomic_load(&w->hard_stop) &&
          oq_session_state_get(s) == OQ_SESSION_LIVE;
+}
+
+/* --partitioned: the slots of the keyed items among items[0..m) that the
+ * session may still claim from (wk.claim_slots), into out (m entries);
+ * returns how many. A key's next item is in its head's slot. */
+static size_t next_slots(wk *w, const oq_item *items, size_t m, int *out)
+{
+  size_t n = 0;
+  for (size_t k = 0; k < m; k++) {
+    int slot = items[k].slot;
+    if (!items[k].keyed || slot < 0 || slot >= OQ_PARTS_SLOTS)
+      continue;
+    if (atomic_load(&w->claim_slots[slot / 64]) & (1ULL << (slot % 64)))
+      out[n++] = slot;
+  }
+  return n;
 }
 
 /* One oq_ack_many_sql call; the next items it claimed, committed, become
@@ -103,6 +118,17 @@ static oq_err ack_round(wk *w, oq_db *db, wk_gen *g, oq_item *items, size_t m,
     keyed = items[k].keyed;
   if (!keyed || !want_next(w, g->session))
     return oq_ack_many_sql(db, g->session, items, m, w->cfg->sql, ao, res);
+  int *slots = NULL;
+  if (w->cfg->partitioned) {
+    slots = malloc(m * sizeof *slots);
+    size_t ns = slots ? next_slots(w, items, m, slots) : 0;
+    if (ns == 0) {
+      free(slots); /* none of its keys' parts is ours to claim from */
+      return oq_ack_many_sql(db, g->session, items, m, w->cfg->sql, ao, res);
+    }
+    ao->next_slots = slots;
+    ao->nnext_slots = ns;
+  }
   oq_item *next = NULL;
   size_t nnext = 0;
   bool unknown = false;
@@ -120,6 +146,9 @@ static oq_err ack_round(wk *w, oq_db *db, wk_gen *g, oq_item *items, size_t m,
   ao->next = NULL;
   ao->nnext = NULL;
   ao->next_unknown = NULL;
+  ao->next_slots = NULL;
+  ao->nnext_slots = 0;
+  free(slots);
   /* rule 6 (docs/design.md 4a): rows of ours that no job holds */
   if (unknown)
     wk_sweep_request(w, "an ack's next items may be claimed and not held");

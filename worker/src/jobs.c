@@ -63,9 +63,9 @@ static size_t ids_slot(wk_job *const *t, size_t cap, const char *id)
 
 static wk_job *ids_find(const wk *w, const char *id)
 {
-  return w->held_ids_cap ? w->held_ids[ids_slot(w->held_ids, w->held_ids_cap,
-                                                id)]
-                         : NULL;
+  return w->held_ids_cap
+             ? w->held_ids[ids_slot(w->held_ids, w->held_ids_cap, id)]
+             : NULL;
 }
 
 /* Make j the job of its id. False: out of memory; then held_ids_lossy
@@ -102,7 +102,8 @@ static void ids_drop(wk *w, const wk_job *j)
     return;
   w->held_ids[i] = NULL;
   w->held_ids_n--;
-  for (size_t k = (i + 1) & (cap - 1); w->held_ids[k]; k = (k + 1) & (cap - 1)) {
+  for (size_t k = (i + 1) & (cap - 1); w->held_ids[k];
+       k = (k + 1) & (cap - 1)) {
     size_t home = id_hash(w->held_ids[k]->item.id) & (cap - 1);
     /* k's entry may fill the hole at i unless its home lies in (i, k] */
     bool stays = i <= k ? (home > i && home <= k) : (home > i || home <= k);

@@ -93,7 +93,14 @@ typedef struct wk {
                                     their start and the push of what they
                                     claimed (mu): rows of ours not held yet */
   uint64_t next_acks_started;    /* how many such acks ever started (mu) */
-  wk_gen *current;               /* claim loop only */
+  /* --partitioned: the slots (onceq_items.part) of the parts the last
+   * rebalance left claimable, one bit each, for the acks that claim next
+   * items (handler_sql.c): they look where the claims look. Written by the
+   * claim loop, read by executors; a stale bit only lets an ack take the
+   * next item of a part just handed off, which its new owner's claims then
+   * skip (the claim check still decides every ack). */
+  _Atomic uint64_t claim_slots[16];
+  wk_gen *current; /* claim loop only */
   oq_retry_policy item_retry;
 } wk;
 

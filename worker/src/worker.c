@@ -314,6 +314,20 @@ static oq_err part_claims_init(const wk_config *cfg, part_claims *pc)
   return cfg->partitioned ? oq_parts_new(&po, &pc->parts) : OQ_OK;
 }
 
+/* After a rebalance: which slots the acks' next items may come from
+ * (wk.claim_slots). */
+static void publish_claim_slots(wk *w, const oq_parts *p)
+{
+  oq_parts_status st;
+  oq_parts_status_get(p, &st);
+  uint64_t bits[16] = {0};
+  for (int slot = 0; st.partitions > 0 && slot < OQ_PARTS_SLOTS; slot++)
+    if (oq_parts_claimable(p, oq_parts_of_slot(slot, st.partitions)))
+      bits[slot / 64] |= 1ULL << (slot % 64);
+  for (int i = 0; i < 16; i++)
+    atomic_store(&w->claim_slots[i], bits[i]);
+}
+
 static oq_err claim_some(wk *w, part_claims *pc, oq_db *db, int poll_ms,
                          int want, int64_t max_bytes, oq_item **items,
                          size_t *got)
@@ -327,6 +341,7 @@ static oq_err claim_some(wk *w, part_claims *pc, oq_db *db, int poll_ms,
     oq_err e = oq_parts_rebalance(db, s, pc->parts);
     if (e != OQ_OK)
       return e;
+    publish_claim_slots(w, pc->parts);
     pc->next_round_ms = wk_now_ms() + (uint64_t)poll_ms;
   }
   return oq_parts_claim_bytes(db, s, pc->parts, cfg->queues, cfg->nqueues, want,
@@ -565,9 +580,9 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
    * drain, half of its database time. So wait for the 50 ms, or for
    * nothing to be in flight (the drain's end test) */
   bool acks_take_next = cfg->sql && !cfg->sql_per_item && cfg->batch > 1 &&
-                        !cfg->partitioned &&
                         oq_db_engine(l->db) == OQ_ENGINE_POSTGRES;
-  if (cfg->drain && got == 0 && acks_take_next && wk_limited_held(w) == 0)
+  bool acks_free_keys = acks_take_next && wk_limited_held(w) == 0;
+  if (cfg->drain && got == 0 && acks_free_keys)
     wk_wait_idle(w, w->current->session, 50);
   else if (cfg->drain) /* drain mode: wait for in-flight work only; a job
                         * that settled during the claim ends the wait at

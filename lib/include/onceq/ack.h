@@ -58,8 +58,7 @@ typedef struct oq_ack_opts {
    * none cut) with results[i]. */
   bool result_truncated;
   const bool *results_truncated;
-  /* oq_ack_many_sql only, PostgreSQL only, never for a partitioned session
-   * (its claims look in its own parts only): next != NULL asks the batch
+  /* oq_ack_many_sql only, PostgreSQL only: next != NULL asks the batch
    * to claim, in each committing round's transaction after the claim
    * check, the next item of every acknowledged keyed item's key (a round
    * without an item whose .keyed is set sends nothing more): the key's
@@ -76,6 +75,14 @@ typedef struct oq_ack_opts {
   oq_item **next;
   size_t *nnext;
   bool *next_unknown;
+  /* With next: a partitioned session's claims look in its own parts only,
+   * and so do its next items: only items whose slot (oq_item.slot) is one
+   * of next_slots[0..nnext_slots) are taken (a key's items share one slot,
+   * so pass the slots of its keyed items that the session may still claim
+   * from, oq_parts_claimable; none: no next item at all). NULL: any slot,
+   * for a session that is not partitioned. */
+  const int *next_slots;
+  size_t nnext_slots;
 } oq_ack_opts;
 
 /*
