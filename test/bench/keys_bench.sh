@@ -236,6 +236,22 @@ SUMMARY=()
 # drain DB WORKER NAME KEYED: one --drain of N fresh items; prints items/s
 # by the worker's own clock (its --drain line).
 # shellcheck disable=SC2016 # $2 is the worker's SQL parameter
+# The claim statements' calls and time (pg_stat_statements), and apart
+# from them the acks' next-item statements (OQ__SQL_ACK_NEXT, which also
+# locks FOR UPDATE SKIP LOCKED; it alone unnests the keys' two arrays).
+claim_stats() {
+  qd "$1" "SELECT coalesce(sum(calls) FILTER (WHERE NOT nx), 0) || ' claims, '
+      || coalesce(round((sum(total_exec_time) FILTER (WHERE NOT nx))::numeric
+         / 1000, 2), 0) || ' s claiming, '
+      || coalesce(sum(calls) FILTER (WHERE nx), 0) || ' next-item statements, '
+      || coalesce(round((sum(total_exec_time) FILTER (WHERE nx))::numeric
+         / 1000, 2), 0) || ' s'
+    FROM (SELECT calls, total_exec_time,
+                 query LIKE '%unnest(\$2::text[], \$3::text[])%' AS nx
+          FROM pg_stat_statements
+          WHERE query LIKE '%FROM onceq_items%FOR UPDATE SKIP LOCKED%') s"
+}
+
 LEDGER_SQL='INSERT INTO ledger (item_id) VALUES ($2)'
 drain() {
   local db=$1 worker=$2 name=$3 keyed=$4 dsn sec claims
@@ -252,9 +268,7 @@ drain() {
     "$LOG_DIR/$name.log" | tail -n 1)
   [ -n "$sec" ] || die "$name: no --drain line in $LOG_DIR/$name.log"
   check "$dsn" "$name" "$keyed"
-  claims=$(qd "$dsn" "SELECT coalesce(sum(calls), 0) || ' claims, ' ||
-      coalesce(round(sum(total_exec_time)::numeric / 1000, 2), 0) || ' s claiming'
-    FROM pg_stat_statements WHERE query LIKE '%FROM onceq_items%FOR UPDATE SKIP LOCKED%'")
+  claims=$(claim_stats "$dsn")
   echo "    $name: $sec s, $claims" >&2
   awk -v n="$N" -v s="$sec" 'BEGIN { printf "%.0f", n / s }'
 }
@@ -322,8 +336,7 @@ parts_round() {
   [ "$left" = 0 ] || die "$name: $left items left after 300 s"
   check "$dsn" "$name" "$keyed"
   echo "    $name: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1000 }') s," \
-    "$(qd "$dsn" "SELECT coalesce(sum(calls), 0) || ' claims, ' || coalesce(round(sum(total_exec_time)::numeric / 1000, 2), 0) || ' s claiming'
-      FROM pg_stat_statements WHERE query LIKE '%FROM onceq_items%FOR UPDATE SKIP LOCKED%'")" >&2
+    "$(claim_stats "$dsn")" >&2
   awk -v n="$N" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", n / ((b - a) / 1000) }'
 }
 
