@@ -47,10 +47,14 @@ static bool item_from_row(oq_item *it, int ncols, const char *const *v)
   snprintf(it->id, sizeof it->id, "%s", v[0] ? v[0] : "");
   it->queue = dupstr(v[1]);
   it->payload = dupstr(v[2]);
-  if (!it->queue || !it->payload) {
+  /* the key itself (its text): a keyed item's ack passes it to the
+   * statement that claims its key's next item (ack_many.c) */
+  it->ordering_key = ncols > 9 && v[9] ? strdup(v[9]) : NULL;
+  if (!it->queue || !it->payload || (ncols > 9 && v[9] && !it->ordering_key)) {
     free(it->queue);
     free(it->payload);
-    it->queue = it->payload = NULL;
+    free(it->ordering_key);
+    it->queue = it->payload = it->ordering_key = NULL;
     return false;
   }
   it->attempt = oq__int(v[3]);
@@ -59,7 +63,7 @@ static bool item_from_row(oq_item *it, int ncols, const char *const *v)
   it->enqueued_at_us = v[6] ? strtoll(v[6], NULL, 10) : 0;
   it->claimed_at_us = v[7] ? strtoll(v[7], NULL, 10) : 0;
   it->slot = ncols > 8 ? oq__int(v[8]) : 0;
-  it->keyed = ncols > 9 && v[9] && v[9][0] == 't';
+  it->keyed = it->ordering_key != NULL;
   return true;
 }
 
@@ -333,6 +337,7 @@ static oq_err limited_body(oq_db *db, void *ud)
   for (size_t i = t->n0; i < acc->n; i++) { /* an earlier, rolled-back run */
     free(acc->items[i].queue);
     free(acc->items[i].payload);
+    free(acc->items[i].ordering_key);
     memset(&acc->items[i], 0, sizeof acc->items[i]);
   }
   acc->n = t->n0;
@@ -553,6 +558,7 @@ void oq_items_free(oq_item *items, size_t n)
   for (size_t i = 0; i < n; i++) {
     free(items[i].queue);
     free(items[i].payload);
+    free(items[i].ordering_key);
   }
   free(items);
 }

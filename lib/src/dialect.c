@@ -13,8 +13,7 @@
 #define ITEM_COLS                                                              \
   "id::text, queue, payload::text, attempts, max_attempts, priority, "         \
   "(extract(epoch FROM created_at) * 1000000)::int8, "                         \
-  "(extract(epoch FROM claimed_at) * 1000000)::int8, part, "                   \
-  "ordering_key IS NOT NULL"
+  "(extract(epoch FROM claimed_at) * 1000000)::int8, part, ordering_key"
 
 /* A claim's identity beside the session: the claim's own timestamp, as the
  * claim statement returned it (the same expression on the same stored
@@ -265,11 +264,12 @@
                       "AS created_us,"                                         \
                       " (extract(epoch FROM i.claimed_at) * 1000000)::int8 "   \
                       "AS claimed_us,"                                         \
-                      " i.part, i.ordering_key IS NOT NULL AS keyed,"          \
+                      " i.part, i.ordering_key,"                               \
                       " i.run_at)"                                             \
                       " SELECT id, queue, payload, attempts, max_attempts, "   \
                       "priority, created_us,"                                  \
-                      " claimed_us, part, keyed FROM u ORDER BY priority "     \
+                      " claimed_us, part, ordering_key FROM u ORDER BY "       \
+                      "priority "                                              \
                       "DESC, run_at"
 
 static const char claim_pg[] =
@@ -402,9 +402,9 @@ static const char ack_next_pg[] =
     " i.attempts, i.max_attempts, i.priority,"
     " (extract(epoch FROM i.created_at) * 1000000)::int8 AS created_us,"
     " (extract(epoch FROM i.claimed_at) * 1000000)::int8 AS claimed_us,"
-    " i.part, i.ordering_key IS NOT NULL AS keyed, i.run_at)"
+    " i.part, i.ordering_key, i.run_at)"
     " SELECT id, queue, payload, attempts, max_attempts, priority,"
-    " created_us, claimed_us, part, keyed FROM u"
+    " created_us, claimed_us, part, ordering_key FROM u"
     " ORDER BY priority DESC, run_at";
 /* CockroachDB: not asked (ack_many.c sends nothing); a statement that
  * claims nothing, should one be sent. */

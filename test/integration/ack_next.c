@@ -15,7 +15,11 @@
  *    than the others (inserted with one by hand) comes first;
  *  - without opts.next nothing is claimed (the plain ack);
  *  - a partitioned session's next items (opts.next_slots): none when the
- *    key's slot is not among the slots given, the next item when it is.
+ *    key's slot is not among the slots given, the next item when it is;
+ *  - the keys come from the items (oq_item.ordering_key, as the claim
+ *    returns it: the key's text, NULL without one): an item that names
+ *    another key brings that key's head, not its own key's next item; an
+ *    item marked keyed without its key has its key read from the database.
  */
 #include <string.h>
 
@@ -204,6 +208,70 @@ static void test_slots(oq_db *db, oq_session *w)
          " inside them\n");
 }
 
+/* The round's keys are the items' own, read from the database only for a
+ * keyed item that comes without its key. */
+static void test_item_keys(oq_db *db, oq_session *w)
+{
+  put(db, "nk", "x", 2);
+  put(db, "nk", "y", 1);
+  QEXEC(db, "INSERT INTO onceq_items (queue, payload) VALUES ('nk', '{}')");
+  oq_item *it = NULL;
+  size_t n = SEM_CLAIM(db, w, "nk", 10, &it);
+  ASSERT_EQ(n, 3); /* the heads of x and y, and the unkeyed item */
+  size_t xi = n;
+  for (size_t i = 0; i < n; i++) {
+    if (!it[i].keyed) {
+      ASSERT(it[i].ordering_key == NULL);
+      continue;
+    }
+    ASSERT(it[i].ordering_key != NULL);
+    ASSERT_EQ(QLONG(db,
+                    "SELECT count(*) FROM onceq_items WHERE id = $1"
+                    " AND ordering_key = $2",
+                    it[i].id, it[i].ordering_key),
+              1);
+    if (strcmp(it[i].ordering_key, "x") == 0)
+      xi = i;
+  }
+  ASSERT(xi < n);
+  /* y's head is acked apart first: y has no item left */
+  for (size_t i = 0; i < n; i++)
+    if (i != xi)
+      ASSERT_OK(db, oq_ack(db, w, &it[i], NULL, NULL, NULL, NULL));
+  put(db, "nk", "z", 1); /* z: one free head, nothing claimed */
+  /* x's head, naming z as its key: the ack brings z's head, and leaves
+   * x's second item where it is */
+  char *own = it[xi].ordering_key;
+  it[xi].ordering_key = "z";
+  size_t nn = 0;
+  oq_item *next = ack_next(db, w, &it[xi], 1, &nn);
+  it[xi].ordering_key = own;
+  oq_items_free(it, n);
+  if (nn != 1 || !next[0].ordering_key ||
+      strcmp(next[0].ordering_key, "z") != 0)
+    OQT_FAIL("an item naming key z brought %zu next item(s), the first of "
+             "key %s: the keys were not the items' own",
+             nn, nn && next[0].ordering_key ? next[0].ordering_key : "-");
+  ASSERT_OK(db, oq_ack(db, w, &next[0], NULL, NULL, NULL, NULL));
+  oq_items_free(next, nn);
+  /* x's second item, marked keyed without its key: read from the
+   * database, so nothing is lost when a caller builds its items */
+  put(db, "nk", "x", 1);
+  n = SEM_CLAIM(db, w, "nk", 10, &it);
+  ASSERT_EQ(n, 1);
+  ASSERT_STREQ(it[0].ordering_key, "x");
+  free(it[0].ordering_key);
+  it[0].ordering_key = NULL;
+  next = ack_next(db, w, it, n, &nn);
+  oq_items_free(it, n);
+  ASSERT_EQ(nn, 1);
+  ASSERT_STREQ(next[0].ordering_key, "x");
+  ASSERT_OK(db, oq_ack(db, w, &next[0], NULL, NULL, NULL, NULL));
+  oq_items_free(next, nn);
+  printf("ok the ack takes its keys from the items (read from the database "
+         "for an item without its key)\n");
+}
+
 int main(void)
 {
   const char *dsn = oqt_fresh_db("ack_next", 1);
@@ -215,6 +283,7 @@ int main(void)
   test_first_remaining(db, w);
   test_not_asked(db, w);
   test_slots(db, w);
+  test_item_keys(db, w);
 
   ASSERT_OK(db, oq_session_end(db, other));
   ASSERT_OK(db, oq_session_end(db, w));

@@ -287,7 +287,7 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
    * columns, by their aliases, in that order */
   between(pg, ", i.run_at) SELECT ", " FROM u ", b, sizeof b);
   ASSERT_STREQ(b, "id, queue, payload, attempts, max_attempts, priority, "
-                  "created_us, claimed_us, part, keyed");
+                  "created_us, claimed_us, part, ordering_key");
   between(pg, " RETURNING ", ", i.run_at)", a, sizeof a);
   ASSERT_CONTAINS(a, "::text AS id, queue, payload::text AS payload, "
                      "attempts, max_attempts, priority,");
@@ -334,8 +334,9 @@ static void check_ack_next(const char *pg, const char *crdb)
   ASSERT_CONTAINS(pg, " SET claim = $1::uuid, claimed_at = now(),"
                       " attempts = i.attempts + 1 WHERE ");
   /* the columns a claim returns, in its order */
-  ASSERT_CONTAINS(pg, " SELECT id, queue, payload, attempts, max_attempts,"
-                      " priority, created_us, claimed_us, part, keyed FROM u");
+  ASSERT_CONTAINS(
+      pg, " SELECT id, queue, payload, attempts, max_attempts,"
+          " priority, created_us, claimed_us, part, ordering_key FROM u");
   const char *claim = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM);
   ASSERT_CONTAINS(claim, " SET claim = $1::uuid, claimed_at = now(),"
                          " attempts = i.attempts + 1 WHERE ");

@@ -100,6 +100,23 @@ int main(void)
   wk_claim_size_init(&cs, 4, 1000);
   ASSERT_EQ(wk_claim_size_take(&cs, 50, 1000), 1);
 
+  /* a keyed turn: an even share of what is in flight, so a chain of keys
+   * spreads over the executors (1,000 keys, 4 executors: 250 each, not
+   * the 1,000 a fast --sql turn takes), in turns of
+   * WK_CLAIM_KEYED_TURN_MIN at least (262 keys: one turn, not 256 and 6;
+   * 500: two), never more than the turn's own most, at least 1 */
+  wk_claim_size_init(&cs, 4, 1000);
+  wk_claim_size_observe(&cs, 1000, 40000);
+  ASSERT_EQ(wk_claim_size_keyed_share(&cs, 1000, 1000), 250);
+  ASSERT_EQ(wk_claim_size_keyed_share(&cs, 1001, 1000), 251);
+  ASSERT_EQ(wk_claim_size_keyed_share(&cs, 4000, 1000), 1000);
+  ASSERT_EQ(wk_claim_size_keyed_share(&cs, 1000, 100), 100);
+  ASSERT_EQ(wk_claim_size_keyed_share(&cs, 262, 1000), 262);
+  ASSERT_EQ(wk_claim_size_keyed_share(&cs, 500, 1000), 250);
+  ASSERT_EQ(wk_claim_size_keyed_share(&cs, 3, 1000), 3);
+  ASSERT_EQ(wk_claim_size_keyed_share(&cs, 0, 1000), 1);
+  ASSERT_EQ(wk_claim_size_keyed_share(&cs, 1000, 0), 0);
+
   /* degenerate input: no items is no report, a zero time counts as 1 us,
    * --concurrency/--batch below 1 count as 1 */
   wk_claim_size_init(&cs, 0, 0);

@@ -71,6 +71,21 @@ int wk_claim_size_batch(const wk_claim_size *cs)
   return b < cs->ceiling ? (int)b : cs->ceiling;
 }
 
+size_t wk_claim_size_keyed_share(const wk_claim_size *cs, size_t inflight,
+                                 size_t max)
+{
+  size_t ex = cs->executors > 0 ? (size_t)cs->executors : 1;
+  size_t turns = inflight / WK_CLAIM_KEYED_TURN_MIN;
+  if (turns > ex)
+    turns = ex;
+  if (turns < 1)
+    turns = 1;
+  size_t share = (inflight + turns - 1) / turns;
+  if (share < 1)
+    share = 1;
+  return share < max ? share : max;
+}
+
 size_t wk_claim_size_take(const wk_claim_size *cs, size_t queued, size_t max)
 {
   size_t sized = (size_t)wk_claim_size_batch(cs);

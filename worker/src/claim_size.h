@@ -42,6 +42,14 @@
  * last four reports count, so a change of handler speed shows within a few
  * items (or batches). */
 #define WK_CLAIM_EWMA_WEIGHT 0.25
+/* Keyed items in flight are split into turns of at least this many
+ * (wk_claim_size_keyed_share): each turn is a chain of its own, with a
+ * commit and statements per link, so a small one costs more than its
+ * parallelism gains. keys_bench's --partitioned leg (4 workers of 4
+ * executors, 250 keys each, on 2 cores) fell from 0.60x to 0.49x of its
+ * unkeyed drain with turns of 63 items, and to 0.52x when 262 keys in
+ * flight were cut into turns of 256 and 6. */
+#define WK_CLAIM_KEYED_TURN_MIN 200
 
 typedef struct wk_claim_size {
   int executors;    /* --concurrency */
@@ -81,7 +89,19 @@ int wk_claim_size_batch(const wk_claim_size *cs);
  * `queued`, at least 1 when anything is queued. Not a share of the queue
  * among idle executors: the horizon already spreads a claim larger than
  * one executor's turn, and a smaller one is finished within the horizon by
- * one executor in one ack transaction (one commit instead of several). */
+ * one executor in one ack transaction (one commit instead of several).
+ * Keyed items are the exception: wk_claim_size_keyed_share. */
 size_t wk_claim_size_take(const wk_claim_size *cs, size_t queued, size_t max);
+
+/* The most a turn that starts with a keyed item takes: `max`, at most an
+ * even share of the `inflight` items among as many turns as there are
+ * executors, but turns of WK_CLAIM_KEYED_TURN_MIN items at least (one turn
+ * below twice that), at least 1. Keyed items are a chain (each ack brings
+ * its keys' next items,
+ * a key of 20 items is 20 turns in a row), so a drain lasts as long as its
+ * largest turns: keys_bench's keyed drain gave one executor 723 of its
+ * 1,000 keys, whose turns took about 26 ms each while others idled. */
+size_t wk_claim_size_keyed_share(const wk_claim_size *cs, size_t inflight,
+                                 size_t max);
 
 #endif

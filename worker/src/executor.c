@@ -210,8 +210,9 @@ static void run_job(wk *w, oq_db *db, state_slot *ss, wk_job *j, uint64_t *rng)
  * Take the next jobs: one, or for a batching handler what this executor
  * runs within the claim horizon, of one session (wk_claim_size_take: the
  * horizon, not a share among idle executors, spreads a large claim; a
- * fast --sql so commits up to --batch items per ack transaction). Returns
- * 0 when told to exit.
+ * fast --sql so commits up to --batch items per ack transaction; keyed
+ * items: an even share of those in flight, wk_claim_size_keyed_share).
+ * Returns 0 when told to exit.
  */
 static size_t next_jobs(wk *w, wk_job **out, size_t max)
 {
@@ -222,6 +223,8 @@ static size_t next_jobs(wk *w, wk_job **out, size_t max)
   for (wk_job *q = w->work_head; q && queued < max; q = q->next)
     queued++;
   max = wk_claim_size_take(&w->sizing, queued, max);
+  if (w->work_head && w->work_head->item.keyed)
+    max = wk_claim_size_keyed_share(&w->sizing, (size_t)w->inflight, max);
   size_t n = 0;
   while (w->work_head && n < max && (n == 0 || w->work_head->g == out[0]->g)) {
     wk_job *j = w->work_head;

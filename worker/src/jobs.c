@@ -164,7 +164,8 @@ void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n)
     j->g = g;
     j->payload_bytes = items[i].payload ? strlen(items[i].payload) : 0;
     w->held_bytes += (int64_t)j->payload_bytes;
-    items[i].queue = items[i].payload = NULL; /* the job owns them now */
+    /* the job owns them now */
+    items[i].queue = items[i].payload = items[i].ordering_key = NULL;
     hold(w, j);
     if (w->work_tail)
       w->work_tail->next = j;
@@ -215,6 +216,7 @@ void wk_job_free(wk *w, wk_job *j)
   bool unsettled = j->unsettled;
   free(j->item.queue);
   free(j->item.payload);
+  free(j->item.ordering_key);
   free(j->result);
   free(j);
   if (unsettled)

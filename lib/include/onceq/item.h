@@ -40,6 +40,8 @@ typedef struct oq_item {
                              is claimable once this one is settled */
   bool limited;           /* claimed under its queue's concurrency or rate
                              limit (the limited queues' claim) */
+  char *ordering_key;     /* its ordering key, owned by the array; NULL:
+                             none (or not read: oq_session_claims_read) */
 } oq_item;
 
 /*
