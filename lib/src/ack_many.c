@@ -332,10 +332,13 @@ static oq_err sql_round_run(many *b)
   static const unsigned int types[4] = {OQ_OID_JSONB, OQ_OID_UUID, OQ_OID_TEXT,
                                         OQ_OID_INT4};
   char count[24];
+  /* until an item's statement runs, a failure is the round's (as BEGIN's),
+   * not the first item's: running out of memory here fails no attempt */
+  b->failed = (long)b->m + 1;
   if (!prepare_ids(b, count, sizeof count))
     return oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
   /* only a round with a keyed item (oq_item.keyed, as the claim returned
-   * it) pays the two statements: an unkeyed batch is the plain ack */
+   * it) pays its statements: an unkeyed batch is the plain ack */
   bool nx = false;
   for (size_t k = 0; b->want_next && k < b->m && !nx; k++)
     nx = b->items[b->active[k]].keyed;

@@ -980,4 +980,5 @@ void oq__db_forget_prepared(oq_db *db)
   db->prep.gen++;
   db->prep.next = 0;
   db->prep.last = -1;
+  db->prep.before = -1;
 }

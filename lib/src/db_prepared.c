@@ -113,6 +113,15 @@ void oq__db_vanished(oq_db *db)
          db->masked);
 }
 
+/* slot was named: it and the one named before it are kept from eviction */
+static void named(oq_db *db, int slot)
+{
+  if (slot == db->prep.last)
+    return;
+  db->prep.before = db->prep.last;
+  db->prep.last = slot;
+}
+
 /* what: the failure's wording (a statement that is run at once fails as
  * "query failed", whether its Parse or its Execute met the error). */
 oq_err oq__db_prepare_as(oq_db *db, const char *sql, int nparams,
@@ -125,7 +134,7 @@ oq_err oq__db_prepare_as(oq_db *db, const char *sql, int nparams,
   for (int i = 0; i < OQ__DB_PREPARED_MAX; i++) {
     if (db->prep.sql[i] && strcmp(db->prep.sql[i], sql) == 0) {
       prepared_name(db, i, name, namelen);
-      db->prep.last = i;
+      named(db, i);
       if (ncols && db->prep.cols[i] < 0) {
         oq_err e = describe_cols(db, name, &db->prep.cols[i]);
         if (e != OQ_OK)
@@ -146,11 +155,11 @@ oq_err oq__db_prepare_as(oq_db *db, const char *sql, int nparams,
     slot = 0;
   }
   if (slot < 0) {
-    /* full: drop one, round robin, never the one named last (a pipeline
-     * names its two statements just before sending them) */
-    slot = (int)(db->prep.next++ % OQ__DB_PREPARED_MAX);
-    if (slot == db->prep.last)
+    /* full: drop one, round robin, never the two named last (a pipeline
+     * names its statements just before sending them) */
+    do
       slot = (int)(db->prep.next++ % OQ__DB_PREPARED_MAX);
+    while (slot == db->prep.last || slot == db->prep.before);
     char sql_dealloc[64] = "DEALLOCATE ";
     prepared_name(db, slot, sql_dealloc + strlen(sql_dealloc),
                   sizeof sql_dealloc - strlen(sql_dealloc));
@@ -187,7 +196,7 @@ oq_err oq__db_prepare_as(oq_db *db, const char *sql, int nparams,
   if (e == OQ_OK && ncols)
     e = describe_cols(db, name, &cols);
   if (e == OQ_OK) {
-    db->prep.last = slot;
+    named(db, slot);
     db->prep.cols[slot] = cols;
     if (ncols)
       *ncols = cols;

@@ -92,6 +92,10 @@ typedef struct oq__db_prepared_cache {
   unsigned next;                  /* the slot evicted when full */
   unsigned gen;   /* in the names: a forgotten set never collides */
   int last;       /* the slot named last: never the next evicted */
+  int before;     /* the slot named before it, distinct: not evicted
+                     either (a batched --sql round names three: its
+                     handler statement, the claim check, the next-item
+                     statement, one after the other) */
   unsigned nonce; /* random per connection, in the names: no other client's
                      statement can share one, even where a pooler passes
                      names between server connections */

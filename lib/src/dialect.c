@@ -353,8 +353,9 @@ static const char claim_parts_crdb[] =
  * 5a, "The ack's next item"), PostgreSQL only. Sent as a statement of its
  * own after the claim check of the same transaction: inside the check's
  * statement the deleted heads would still be visible. $2/$3 are the
- * acknowledged items' (queue, ordering_key) pairs, read before the check
- * (OQ__SQL_ACK_KEYS). Per key, the key's first remaining row by
+ * acknowledged items' (queue, ordering_key) pairs, as the items carry them
+ * (or read before the check, OQ__SQL_ACK_KEYS, for items built without
+ * theirs). Per key, the key's first remaining row by
  * enqueue_seq (one descent of onceq_items_key_order; not "the row after
  * the head": an enqueue may commit later with a lower enqueue_seq) is
  * claimed only if it is unclaimed, ready, has attempts left and no item

@@ -195,8 +195,8 @@ void oq__claim_force_per_queue(oq_db *db, bool on);
 
 /* Items from the rows of a statement that returns a claim's columns (id,
  * queue, payload, attempts, max_attempts, priority, created_us,
- * claimed_us, part, keyed), as oq_claim builds them: an oq_row_fn whose ud
- * is an oq__item_rows (zeroed before the first row). The items are the
+ * claimed_us, part, ordering_key), as oq_claim builds them: an oq_row_fn whose
+ * ud is an oq__item_rows (zeroed before the first row). The items are the
  * caller's (oq_items_free(r.items, r.n)); r.nomem when a row was dropped
  * for want of memory (the statement claimed it all the same). */
 typedef struct oq__item_rows {

@@ -9,8 +9,8 @@
  * through oq_db_pgconn as the first statement is inside it too; a failing
  * first statement leaves a usable connection; claims go on after the
  * server drops our prepared statements (DEALLOCATE ALL, as a pooler or
- * DISCARD ALL would); a full statement cache never drops the statement it
- * named last (a pipeline's, about to be sent); a restart (40001) reruns the
+ * DISCARD ALL would); a full statement cache never drops the two statements
+ * it named last (a pipeline's, about to be sent); a restart (40001) reruns the
  * whole callback, also when the 40001 hits a library call that retries
  * on its own outside a transaction (it must hand the restart to the
  * transaction, not rerun its statement in the aborted one); a heartbeat whose
@@ -354,6 +354,43 @@ static void test_cache_keeps_last(const char *dsn)
   printf("ok cache: the statement named last survives an eviction\n");
 }
 
+/* A batched --sql round names three statements (its handler's, the claim
+ * check, the next-item statement): the two named before the third must
+ * survive an eviction it makes. Name two, prepare a new third, run the two,
+ * over and over: the round robin passes their slots while the cache is
+ * full. */
+static void test_cache_keeps_two(const char *dsn)
+{
+  oq_db *d = oqt_connect(dsn);
+  char sql[64], first[32], second[32], name[32];
+  for (int i = 0; i < 3 * OQ__DB_PREPARED_MAX; i++) {
+    ASSERT_OK(d, oq__db_prepare_once(d, "SELECT -1 AS k", 0, NULL, first,
+                                     sizeof first, NULL));
+    ASSERT_OK(d, oq__db_prepare_once(d, "SELECT -2 AS k", 0, NULL, second,
+                                     sizeof second, NULL));
+    snprintf(sql, sizeof sql, "SELECT %d AS k", i);
+    ASSERT_OK(d, oq__db_prepare_once(d, sql, 0, NULL, name, sizeof name, NULL));
+    const char *names[2] = {first, second};
+    for (int k = 0; k < 2; k++) {
+      PGresult *r =
+          PQexecPrepared(oq_db_pgconn(d), names[k], 0, NULL, NULL, NULL, 0);
+      /* an evicted name is the next statement's (names go by slot) */
+      const char *want = k == 0 ? "-1" : "-2";
+      if (PQresultStatus(r) != PGRES_TUPLES_OK ||
+          strcmp(PQgetvalue(r, 0, 0), want) != 0)
+        OQT_FAIL("round %d: the statement named %s last was evicted by the "
+                 "next one (its name ran %s)",
+                 i, k == 0 ? "second" : "first",
+                 PQresultStatus(r) == PGRES_TUPLES_OK
+                     ? PQgetvalue(r, 0, 0)
+                     : PQresultErrorMessage(r));
+      PQclear(r);
+    }
+  }
+  oq_db_close(d);
+  printf("ok cache: the two statements named last survive an eviction\n");
+}
+
 static double now_s(void)
 {
   struct timespec ts;
@@ -420,6 +457,7 @@ int main(void)
   test_claim_fails_at_commit(db, other, s);
   test_prepared_lost(dsn, db);
   test_cache_keeps_last(dsn);
+  test_cache_keeps_two(dsn);
   test_heartbeat(db, dsn);
 
   ASSERT_OK(db, oq_session_end(db, s));

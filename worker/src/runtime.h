@@ -36,7 +36,7 @@ typedef struct wk_gen {
 } wk_gen;
 
 typedef struct wk_job {
-  oq_item item;             /* owns queue and payload */
+  oq_item item;             /* owns queue, payload and ordering_key */
   wk_gen *g;                /* the session it was claimed under */
   struct wk_job *next;      /* in the work or ack list (mu) */
   struct wk_job *held_prev; /* in the held list (mu) */
