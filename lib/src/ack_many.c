@@ -360,7 +360,6 @@ static oq_err sql_round_run(many *b)
   char item_stmt[32], check_stmt[32], next_stmt[32];
   static const unsigned int check_types[CHECK_NPARAMS] = {0, OQ_OID_UUID, 0,
                                                           0, 0,           0};
-  b->failed = (long)b->m + 1;
   int ncols = 0;
   e = oq__db_prepare_once(b->db, b->sql, 4, types, item_stmt, sizeof item_stmt,
                           &ncols);
