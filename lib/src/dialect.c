@@ -34,9 +34,11 @@
  * was claimed). So one statement claims at most one item per key, and a
  * concurrent claimer that skipped a locked head finds the next item
  * blocked by it. It only decides where to look: the ack is still the
- * claim-checked DELETE. Both probes are one descent of a partial index
- * (onceq_items_key_order, onceq_items_key_claimed); an item without a key
- * pays one NULL test. `t` is the claimed table's name in the statement.
+ * claim-checked DELETE. On CockroachDB both probes are one descent of a
+ * partial index (onceq_items_key_order, onceq_items_key_claimed); an item
+ * without a key pays one NULL test. `t` is the claimed table's name in the
+ * statement. PostgreSQL's claims ask the claimed-key question another way
+ * (KEYS_CLAIMED_PG below) and have no onceq_items_key_claimed (schema v9).
  * The claimed-key probe comes first: PostgreSQL runs it as one hashed
  * subplan per statement, so the rows of keys already in flight (most of
  * what a claim walks past once a worker holds a head of most keys) are
@@ -132,11 +134,27 @@
  * finds is its key's lowest enqueue_seq in onceq_items (claimed or not,
  * ready or not: exactly KEY_HEAD's "no earlier item"); it is a candidate
  * if that row is ready (`ready`, the arm's predicate, read on h's
- * columns) and no item of its key is claimed (KEY_HEAD's other probe, as
- * one hashed subplan: NOT IN, which the planner does not turn into a
- * per-row anti-join; the key column is never NULL on either side). At most
+ * columns) and no item of its key is claimed (KEYS_CLAIMED_PG: NOT IN,
+ * which the planner does not turn into a per-row anti-join; the key column
+ * is never NULL on either side). At most
  * $3 heads, in key order, so a claim of ten does not read a million keys.
  */
+/*
+ * The keys of queue q.name with an item claimed, PostgreSQL: KEY_HEAD's
+ * second probe, asked once per claim as a hashed subplan (NOT IN) rather
+ * than per candidate. It reads the claimed rows through onceq_items_claim
+ * (claim IS NOT NULL), one heap visit each: what is in flight, about
+ * 0.2 ms for 1,000 claimed rows (EXPLAIN ANALYZE, private PostgreSQL 15).
+ * Schema v9 dropped the index this used to read (onceq_items_key_claimed,
+ * (queue, ordering_key) of the claimed keyed rows): every keyed claim
+ * added an entry to it, in a few hot pages, and the next-item statement
+ * below, its other reader, needs no such probe. Without it the keyed
+ * 20,000-item drain took 0.46-0.51 s instead of 0.53-0.55 (docs/
+ * benchmarks.md, "One index fewer per keyed claim").
+ */
+#define KEYS_CLAIMED_PG                                                        \
+  "SELECT k.ordering_key FROM onceq_items k WHERE k.claim IS NOT NULL"         \
+  " AND k.queue = q.name AND k.ordering_key IS NOT NULL"
 #define KEY_HEADS(ready)                                                       \
   "SELECT kh.id FROM (WITH RECURSIVE h AS ("                                   \
   "(SELECT i.queue, i.ordering_key, i.id, i.claim, i.run_at, i.attempts,"      \
@@ -147,16 +165,16 @@
   " i.max_attempts, i.part FROM onceq_items i WHERE i.queue = q.name"          \
   " AND i.ordering_key IS NOT NULL AND i.ordering_key > h.ordering_key"        \
   " ORDER BY i.ordering_key, i.enqueue_seq LIMIT 1) nx)"                       \
-  " SELECT h.id FROM h WHERE " ready " AND h.ordering_key NOT IN (SELECT"      \
-  " k.ordering_key FROM onceq_items k WHERE k.queue = q.name"                  \
-  " AND k.ordering_key IS NOT NULL AND k.claim IS NOT NULL) LIMIT $3::int) kh"
+  " SELECT h.id FROM h WHERE " ready                                           \
+  " AND h.ordering_key NOT IN (" KEYS_CLAIMED_PG ") LIMIT $3::int) kh"
 /*
  * The keyed arm's candidates (ids; the = ANY that uses them drops
  * duplicates):
  *  - f: the heads among the first $3 keyed ready rows in claim order (the
- *    old walk, bounded, KEY_HEAD on each): when it finds $3, they are the
- *    claim's (what the unbounded walk would have found, in the time it
- *    takes to read $3 rows: many keys with few items each);
+ *    old walk, bounded, KEY_HEAD's meaning on each: no claimed item of
+ *    its key, KEYS_CLAIMED_PG, and no earlier one): when it finds $3, they are
+ * the claim's (what the unbounded walk would have found, in the time it takes
+ * to read $3 rows: many keys with few items each);
  *  - only when f found fewer: the free key heads (KEY_HEADS), at most $3
  *    in key order (with more free keys than that, f still puts the front
  *    of the queue, priority and run_at, first);
@@ -170,8 +188,10 @@
 #define KEY_FRONT(ready)                                                       \
   "SELECT f0.id FROM (SELECT id, queue, ordering_key, enqueue_seq"             \
   " FROM onceq_items WHERE " ready " AND ordering_key IS NOT NULL"             \
-  " ORDER BY priority DESC, run_at LIMIT $3::int) f0 WHERE true" KEY_HEAD(     \
-      "f0")
+  " ORDER BY priority DESC, run_at LIMIT $3::int) f0 WHERE f0.ordering_key"    \
+  " NOT IN (" KEYS_CLAIMED_PG ") AND NOT EXISTS (SELECT 1 FROM onceq_items k"  \
+  " WHERE k.queue = f0.queue AND k.ordering_key = f0.ordering_key"             \
+  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < f0.enqueue_seq)"
 #define UNKEYED_READY(ready)                                                   \
   " SELECT u.id FROM (SELECT id FROM onceq_items WHERE " ready                 \
   " AND ordering_key IS NULL ORDER BY priority DESC, run_at"                   \
@@ -358,8 +378,8 @@ static const char claim_parts_crdb[] =
  * theirs). Per key, the key's first remaining row by
  * enqueue_seq (one descent of onceq_items_key_order; not "the row after
  * the head": an enqueue may commit later with a lower enqueue_seq) is
- * claimed only if it is unclaimed, ready, has attempts left and no item
- * of its key is claimed (KEY_HEAD's meaning), and its queue is neither
+ * claimed only if it is unclaimed, ready and has attempts left, and its
+ * queue is neither
  * paused nor limited (QUEUES_OPEN's test: a limited queue's claims count
  * and take tokens in claim.c's own transaction, so they keep it). The
  * claim's session lock as a filter, not 1/count(*): no live session row
@@ -368,12 +388,18 @@ static const char claim_parts_crdb[] =
  * (SESSION_LIVE). The rows are locked with SKIP LOCKED and `ready` is
  * checked again on their newest version, as the claim does, and the SET
  * list is the claim's. It only decides where to look: the next item is
- * acknowledged by its own claim-checked DELETE later. OFFSET 0 keeps the
- * claimed-key probe a per-key subplan (one descent of
- * onceq_items_key_claimed): without it PostgreSQL made it an anti join
- * that read the whole index per key, 27 ms for 170 next items at 1,000
- * keys x 20 items against 3.3 ms with it (EXPLAIN ANALYZE, private
- * PostgreSQL 15; docs/benchmarks.md, "The ack's next item").
+ * acknowledged by its own claim-checked DELETE later.
+ * KEY_HEAD's other probe, "no item of the key is claimed", is not asked
+ * here (it was until schema v9): the key's item this transaction deletes
+ * was claimed by this session and its claim check passed, and while it
+ * was claimed no claim took another item of its key (the claims ask that
+ * probe), nor did another next-item statement (it follows the ack of an
+ * item of the key, and there was none to ack but this one). So when the
+ * check passed, nothing else of the key was claimed, and a claim's
+ * snapshot sees the key busy either way: the deleted item still claimed
+ * (before this commit) or the next one (after). A session lost in
+ * between changes nothing: its item's check fails and the transaction,
+ * this statement included, rolls back.
  */
 #define NEXT_READY                                                             \
   "claim IS NULL AND run_at <= now() AND attempts < max_attempts"
@@ -390,9 +416,7 @@ static const char ack_next_pg[] =
     " AND i.ordering_key IS NOT NULL ORDER BY i.enqueue_seq LIMIT 1) f"
     " WHERE f.claim IS NULL AND f.run_at <= now()"
     " AND ($4::int4[] IS NULL OR f.part = ANY($4::int4[]))"
-    " AND f.attempts < f.max_attempts AND NOT EXISTS (SELECT 1"
-    " FROM onceq_items k WHERE k.queue = h.queue AND k.ordering_key = h.k"
-    " AND k.ordering_key IS NOT NULL AND k.claim IS NOT NULL OFFSET 0)),"
+    " AND f.attempts < f.max_attempts),"
     " l AS MATERIALIZED (SELECT id FROM onceq_items"
     " WHERE id = ANY (ARRAY(SELECT id FROM c)) AND " NEXT_READY
     " FOR UPDATE SKIP LOCKED),"

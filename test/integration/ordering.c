@@ -8,7 +8,8 @@
  *  - a failed head waiting for its retry blocks its key (strict order); a
  *    dead-lettered one does not;
  *  - a lower enqueue_seq committed after a higher one was claimed waits
- *    until that one is acknowledged (never two of one key at once);
+ *    until that one is acknowledged (never two of one key at once), with
+ *    no index of the claimed keys (schema v9);
  *  - a keyed item's part is the key's hash (--partitioned: one part owns
  *    the key), and the partitioned claim (oq_parts_claim) takes heads
  *    only, also for a key whose items lie in different parts;
@@ -167,9 +168,14 @@ static void test_fail_blocks(oq_db *db, const oq_session *w)
 }
 
 /* An enqueue with a lower enqueue_seq that commits after a higher one of
- * its key was claimed waits for that one: never two of a key at once. */
+ * its key was claimed waits for that one: never two of a key at once.
+ * Since schema v9 the claims learn that the key is busy from the claimed
+ * rows (onceq_items_claim), with no index of the claimed keys. */
 static void test_late_commit(oq_db *db, const oq_session *w)
 {
+  ASSERT_EQ(QLONG(db, "SELECT count(*) FROM pg_indexes WHERE indexname = $1",
+                  "onceq_items_key_claimed"),
+            0);
   oq_db *late = oqt_connect(dsn_g);
   ASSERT_OK(late, oq_db_exec(late, "BEGIN", 0, NULL, NULL));
   put(late, "late", "k", 1, 25); /* takes its enqueue_seq now */

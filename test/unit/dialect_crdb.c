@@ -230,27 +230,29 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
     *k = '\0';
   }
   /* the keyed arm: the same predicate, checked again on every candidate
-   * it locks, on the loose scan's heads (h) and on the front walk, which
-   * keeps KEY_HEAD (f) */
+   * it locks, on the loose scan's heads (h) and on the front walk (f),
+   * which keep KEY_HEAD's meaning: no claimed item of the key (one hashed
+   * NOT IN of the queue's claimed keys, schema v9) and no earlier item */
+  static const char keys_claimed[] =
+      "SELECT k.ordering_key FROM onceq_items k WHERE k.claim IS NOT NULL"
+      " AND k.queue = q.name AND k.ordering_key IS NOT NULL";
   char want[8192];
   snprintf(want, sizeof want,
            " FROM onceq_items WHERE q.keyed AND %s AND id = ANY (ARRAY(WITH"
            " f AS MATERIALIZED (SELECT f0.id FROM (SELECT id, queue,"
            " ordering_key, enqueue_seq FROM onceq_items WHERE %s AND"
            " ordering_key IS NOT NULL ORDER BY priority DESC, run_at"
-           " LIMIT $3::int) f0 WHERE true AND (f0.ordering_key IS NULL OR",
-           ready_pg, ready_pg);
+           " LIMIT $3::int) f0 WHERE f0.ordering_key NOT IN (%s) AND NOT"
+           " EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = f0.queue"
+           " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT"
+           " NULL AND k.enqueue_seq < f0.enqueue_seq)) SELECT f.id FROM f"
+           " UNION ALL SELECT kh.id FROM (WITH RECURSIVE h AS (",
+           ready_pg, ready_pg, keys_claimed);
   ASSERT_CONTAINS(pg, want);
   snprintf(want, sizeof want,
-           " AND k.enqueue_seq < f0.enqueue_seq)))) SELECT f.id FROM f"
-           " UNION ALL SELECT kh.id FROM (WITH RECURSIVE h AS (");
-  ASSERT_CONTAINS(pg, want);
-  snprintf(want, sizeof want,
-           " SELECT h.id FROM h WHERE %s AND h.ordering_key NOT IN (SELECT"
-           " k.ordering_key FROM onceq_items k WHERE k.queue = q.name"
-           " AND k.ordering_key IS NOT NULL AND k.claim IS NOT NULL)"
+           " SELECT h.id FROM h WHERE %s AND h.ordering_key NOT IN (%s)"
            " LIMIT $3::int) kh WHERE (SELECT count(*) FROM f) < $3::int",
-           ready_pg);
+           ready_pg, keys_claimed);
   ASSERT_CONTAINS(pg, want);
   snprintf(want, sizeof want,
            " UNION ALL SELECT u.id FROM (SELECT id FROM onceq_items WHERE %s"
@@ -320,7 +322,7 @@ static void check_orphans_pair(const char *pg, const char *crdb)
 /* The batched ack's next items are PostgreSQL only (docs/design.md 5a):
  * ack_many.c never sends the CockroachDB text, which claims nothing should
  * it be sent; the PostgreSQL text sets what the claim sets and keeps the
- * claim's session lock, its queue-control test and KEY_HEAD's meaning. */
+ * claim's session lock, its queue-control test and the key-head probe. */
 static void check_ack_next(const char *pg, const char *crdb)
 {
   ASSERT_STREQ(crdb, "SELECT NULL WHERE false");
@@ -329,7 +331,10 @@ static void check_ack_next(const char *pg, const char *crdb)
   ASSERT_CONTAINS(pg, "(ctl.paused OR ctl.max_running IS NOT"
                       " NULL OR ctl.rate_limit IS NOT NULL)");
   ASSERT_CONTAINS(pg, "ORDER BY i.enqueue_seq LIMIT 1");
-  ASSERT_CONTAINS(pg, "k.claim IS NOT NULL");
+  /* no claimed-key probe (schema v9: the acked item's passed check is
+   * what says its key has nothing else claimed) */
+  ASSERT(strstr(pg, "k.claim IS NOT NULL") == NULL);
+  ASSERT_CONTAINS(pg, "WHERE f.claim IS NULL AND f.run_at <= now()");
   ASSERT_CONTAINS(pg, "FOR UPDATE SKIP LOCKED");
   ASSERT_CONTAINS(pg, " SET claim = $1::uuid, claimed_at = now(),"
                       " attempts = i.attempts + 1 WHERE ");

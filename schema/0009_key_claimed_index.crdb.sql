@@ -1,0 +1,4 @@
+-- onceq schema v9, CockroachDB VARIANT of 0009_key_claimed_index.pg.sql:
+-- nothing changes. CockroachDB's claims are one UPDATE whose KEY_HEAD
+-- probes (lib/src/dialect.c) descend onceq_items_key_claimed per
+-- candidate, and it has no next-item statement, so the index stays.

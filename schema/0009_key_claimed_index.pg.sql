@@ -1,0 +1,19 @@
+-- onceq schema v9 (PostgreSQL): the claimed-keys index goes. Idempotent,
+-- like v1; it depends on no migration after v5.
+--
+-- onceq_items_key_claimed (queue, ordering_key of the claimed keyed rows,
+-- v5) answered "is an item of this key claimed?" for the claims and the
+-- ack's next-item statement. Every keyed claim added an entry to it, in a
+-- handful of hot pages that every executor wrote. The claims now ask the
+-- question once per statement through onceq_items_claim (the claimed rows,
+-- a hashed NOT IN: lib/src/dialect.c, KEYS_CLAIMED_PG), and the next-item
+-- statement does not need it (why: lib/src/dialect.c, above NEXT_READY).
+-- Measured: the keyed 20,000-item --sql drain at 1,000 keys (docs/
+-- benchmarks.md, "One index fewer per keyed claim").
+--
+-- DROP INDEX takes the table's ACCESS EXCLUSIVE lock for the moment it
+-- runs (no CONCURRENTLY: migrations run in a transaction). A v8 binary
+-- still running when this is applied keeps working, exactly once and in
+-- key order, with its claimed-key probes reading onceq_items_key_order
+-- instead: slower keyed claims until it is restarted.
+DROP INDEX IF EXISTS onceq_items_key_claimed;
