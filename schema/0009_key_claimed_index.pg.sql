@@ -11,9 +11,13 @@
 -- Measured: the keyed 20,000-item --sql drain at 1,000 keys (docs/
 -- benchmarks.md, "One index fewer per keyed claim").
 --
--- DROP INDEX takes the table's ACCESS EXCLUSIVE lock for the moment it
--- runs (no CONCURRENTLY: migrations run in a transaction). A v8 binary
--- still running when this is applied keeps working, exactly once and in
--- key order, with its claimed-key probes reading onceq_items_key_order
--- instead: slower keyed claims until it is restarted.
+-- DROP INDEX takes the table's ACCESS EXCLUSIVE lock and holds it until the
+-- migration's transaction commits (every pending version runs in one
+-- transaction, lib/src/migrate.c); it first waits for the transactions
+-- open on onceq_items (a long --sql ack, say), and claims queue behind it
+-- meanwhile: apply it when the fleet is quiet, as any migration. A v8
+-- worker already running keeps its session and stays correct (its
+-- claimed-key probes read onceq_items_key_order instead: slower keyed
+-- claims); its next session is refused, as a schema newer than the binary
+-- always is (docs/worker.md).
 DROP INDEX IF EXISTS onceq_items_key_claimed;

@@ -22,31 +22,27 @@
 #define CLAIM_US "(extract(epoch FROM claimed_at) * 1000000)::int8"
 
 /*
- * Ordering keys (schema v5, docs/enqueue.md "Ordering keys"): the
- * predicate of every CockroachDB claim, and of the front walk of
- * PostgreSQL's keyed claims (KEY_CANDIDATES; their heads come from a loose
- * scan with the same meaning, KEY_HEADS). A keyed item may be claimed only
- * while it is the head of its key -- no item of its queue and key with a lower
- * enqueue_seq is still in onceq_items, claimed or not (a failed item
- * waiting for its retry, or an exhausted one waiting for the reap, still
- * blocks; acked, dead-lettered and cancelled ones are gone) -- and no item
- * of its key is claimed (a lower enqueue_seq committed after a higher one
- * was claimed). So one statement claims at most one item per key, and a
- * concurrent claimer that skipped a locked head finds the next item
- * blocked by it. It only decides where to look: the ack is still the
- * claim-checked DELETE. On CockroachDB both probes are one descent of a
- * partial index (onceq_items_key_order, onceq_items_key_claimed); an item
- * without a key pays one NULL test. `t` is the claimed table's name in the
- * statement. PostgreSQL's claims ask the claimed-key question another way
- * (KEYS_CLAIMED_PG below) and have no onceq_items_key_claimed (schema v9).
- * The claimed-key probe comes first: PostgreSQL runs it as one hashed
- * subplan per statement, so the rows of keys already in flight (most of
- * what a claim walks past once a worker holds a head of most keys) are
- * dropped by a hash lookup before the per-row index descent of the second
- * probe (PostgreSQL keeps the written order of an AND inside an OR). At
- * 1,000 keys x 20 items with 900 heads claimed, one claim of 1,000: 104 to
- * 174 ms before, 38 to 80 ms after (EXPLAIN ANALYZE; docs/benchmarks.md,
- * "Ordering keys and queue controls").
+ * Ordering keys (schema v5, docs/enqueue.md "Ordering keys"): KEY_HEAD is
+ * the predicate of every CockroachDB claim; PostgreSQL's keyed claims ask
+ * the same two questions their own way (KEY_CANDIDATES below). A keyed
+ * item may be claimed only while it is the head of its key -- no item of
+ * its queue and key with a lower enqueue_seq is still in onceq_items,
+ * claimed or not (a failed item waiting for its retry, or an exhausted one
+ * waiting for the reap, still blocks; acked, dead-lettered and cancelled
+ * ones are gone) -- and no item of its key is claimed (a lower enqueue_seq
+ * committed after a higher one was claimed). So one statement claims at
+ * most one item per key, and a concurrent claimer that skipped a locked
+ * head finds the next item blocked by it. Both answers come from the
+ * statement's snapshot: under READ COMMITTED, two claims running while a
+ * lower enqueue_seq commits can each see a different head of one key
+ * (docs/design.md section 5a). It only decides where to look: the ack is
+ * still the claim-checked DELETE. On CockroachDB both probes are one
+ * descent of a partial index (onceq_items_key_order,
+ * onceq_items_key_claimed); an item without a key pays one NULL test. `t`
+ * is the claimed table's name in the statement. The claimed-key probe
+ * comes first, so a hash lookup or one short descent drops the rows of
+ * keys already in flight before the second probe (AND keeps its written
+ * order inside an OR).
  */
 #define KEY_HEAD(t)                                                            \
   " AND (" t ".ordering_key IS NULL OR (NOT EXISTS (SELECT 1"                  \
@@ -141,16 +137,19 @@
  */
 /*
  * The keys of queue q.name with an item claimed, PostgreSQL: KEY_HEAD's
- * second probe, asked once per claim as a hashed subplan (NOT IN) rather
- * than per candidate. It reads the claimed rows through onceq_items_claim
- * (claim IS NOT NULL), one heap visit each: what is in flight, about
- * 0.2 ms for 1,000 claimed rows (EXPLAIN ANALYZE, private PostgreSQL 15).
- * Schema v9 dropped the index this used to read (onceq_items_key_claimed,
- * (queue, ordering_key) of the claimed keyed rows): every keyed claim
- * added an entry to it, in a few hot pages, and the next-item statement
- * below, its other reader, needs no such probe. Without it the keyed
- * 20,000-item drain took 0.46-0.51 s instead of 0.53-0.55 (docs/
- * benchmarks.md, "One index fewer per keyed claim").
+ * claimed-key question, asked once per queue per claim (the CTE `busy` of
+ * KEY_CANDIDATES, read by the front walk and the loose scan as a hashed
+ * NOT IN) rather than per candidate. The planner reads either the claimed
+ * rows of every queue (onceq_items_claim) or the queue's keyed rows
+ * (onceq_items_key_order), whichever it expects fewer of, one heap visit
+ * each: 0.16 ms with 1,000 of 20,000 keyed rows claimed, 2.9 ms with
+ * 50,000 unkeyed rows of another queue claimed as well (EXPLAIN ANALYZE,
+ * private PostgreSQL 15). Schema v9 dropped the index this used to read
+ * (onceq_items_key_claimed, (queue, ordering_key) of the claimed keyed
+ * rows): every keyed claim added an entry to it, in a few hot pages, and
+ * the next-item statement below, its other reader, needs no such probe.
+ * The keyed 20,000-item drain: 0.592 s against 0.659 s with the index
+ * (docs/benchmarks.md, "One index fewer per keyed claim").
  */
 #define KEYS_CLAIMED_PG                                                        \
   "SELECT k.ordering_key FROM onceq_items k WHERE k.claim IS NOT NULL"         \
@@ -166,7 +165,8 @@
   " AND i.ordering_key IS NOT NULL AND i.ordering_key > h.ordering_key"        \
   " ORDER BY i.ordering_key, i.enqueue_seq LIMIT 1) nx)"                       \
   " SELECT h.id FROM h WHERE " ready                                           \
-  " AND h.ordering_key NOT IN (" KEYS_CLAIMED_PG ") LIMIT $3::int) kh"
+  " AND h.ordering_key NOT IN (SELECT b.ordering_key FROM busy b)"             \
+  " LIMIT $3::int) kh"
 /*
  * The keyed arm's candidates (ids; the = ANY that uses them drops
  * duplicates):
@@ -189,7 +189,8 @@
   "SELECT f0.id FROM (SELECT id, queue, ordering_key, enqueue_seq"             \
   " FROM onceq_items WHERE " ready " AND ordering_key IS NOT NULL"             \
   " ORDER BY priority DESC, run_at LIMIT $3::int) f0 WHERE f0.ordering_key"    \
-  " NOT IN (" KEYS_CLAIMED_PG ") AND NOT EXISTS (SELECT 1 FROM onceq_items k"  \
+  " NOT IN (SELECT b.ordering_key FROM busy b) AND NOT EXISTS (SELECT 1"       \
+  " FROM onceq_items k"                                                        \
   " WHERE k.queue = f0.queue AND k.ordering_key = f0.ordering_key"             \
   " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < f0.enqueue_seq)"
 #define UNKEYED_READY(ready)                                                   \
@@ -197,7 +198,8 @@
   " AND ordering_key IS NULL ORDER BY priority DESC, run_at"                   \
   " LIMIT $3::int FOR UPDATE SKIP LOCKED) u"
 #define KEY_CANDIDATES(ready)                                                  \
-  "WITH f AS MATERIALIZED (" KEY_FRONT(                                        \
+  "WITH busy AS MATERIALIZED (" KEYS_CLAIMED_PG "),"                           \
+  " f AS MATERIALIZED (" KEY_FRONT(                                            \
       ready) ") SELECT f.id FROM f"                                            \
              " UNION ALL " KEY_HEADS(                                          \
                  ready) " WHERE (SELECT count(*) FROM f) < $3::int"            \

@@ -71,7 +71,12 @@ typedef struct oq_ack_opts {
    * (may be NULL) is set when a round that asked for them ended with its
    * commit unknown or its rows unread: rows may then be claimed by s that
    * are not in *next, so run the reconciliation (docs/design.md 4a). On
-   * CockroachDB nothing is asked and *nnext is 0. */
+   * CockroachDB nothing is asked and *nnext is 0. The keys are the items'
+   * own ordering_key, as the claim returned them: the statement relies on
+   * the acknowledged item being its key's claimed one, so a key that is
+   * not the item's may claim that key's head while another of its items
+   * runs (an item with keyed set and no ordering_key has its key read from
+   * the database instead). */
   oq_item **next;
   size_t *nnext;
   bool *next_unknown;
