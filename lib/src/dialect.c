@@ -148,7 +148,7 @@
  * (onceq_items_key_claimed, (queue, ordering_key) of the claimed keyed
  * rows): every keyed claim added an entry to it, in a few hot pages, and
  * the next-item statement below, its other reader, needs no such probe.
- * The keyed 20,000-item drain: 0.592 s against 0.659 s with the index
+ * The keyed 20,000-item drain: 0.536 s against 0.605 s with the index
  * (docs/benchmarks.md, "One index fewer per keyed claim").
  */
 #define KEYS_CLAIMED_PG                                                        \
@@ -172,9 +172,9 @@
  * duplicates):
  *  - f: the heads among the first $3 keyed ready rows in claim order (the
  *    old walk, bounded, KEY_HEAD's meaning on each: no claimed item of
- *    its key, KEYS_CLAIMED_PG, and no earlier one): when it finds $3, they are
- * the claim's (what the unbounded walk would have found, in the time it takes
- * to read $3 rows: many keys with few items each);
+ *    its key, from busy, and no earlier one): when it finds $3, they are
+ *    the claim's (what the unbounded walk would have found, in the time
+ *    it takes to read $3 rows: many keys with few items each);
  *  - only when f found fewer: the free key heads (KEY_HEADS), at most $3
  *    in key order (with more free keys than that, f still puts the front
  *    of the queue, priority and run_at, first);
