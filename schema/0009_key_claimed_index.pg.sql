@@ -5,8 +5,9 @@
 -- v5) answered "is an item of this key claimed?" for the claims and the
 -- ack's next-item statement. Every keyed claim added an entry to it, in a
 -- handful of hot pages that every executor wrote. The claims now ask the
--- question once per statement through onceq_items_claim (the claimed rows,
--- a hashed NOT IN: lib/src/dialect.c, KEYS_CLAIMED_PG), and the next-item
+-- question once per claim and queue (a hashed NOT IN over the queue's
+-- claimed keys, read through onceq_items_claim or onceq_items_key_order:
+-- lib/src/dialect.c, KEYS_CLAIMED_PG), and the next-item
 -- statement does not need it (why: lib/src/dialect.c, above NEXT_READY).
 -- Measured: the keyed 20,000-item --sql drain at 1,000 keys (docs/
 -- benchmarks.md, "One index fewer per keyed claim").

@@ -44,14 +44,17 @@
  * keys already in flight before the second probe (AND keeps its written
  * order inside an OR).
  */
+/* KEY_HEAD's second question, shared with PostgreSQL's front walk
+ * (KEY_FRONT): no earlier item of t's key is still in onceq_items. */
+#define KEY_NONE_EARLIER(t)                                                    \
+  "NOT EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = " t ".queue"        \
+  " AND k.ordering_key = " t ".ordering_key"                                   \
+  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < " t ".enqueue_seq)"
 #define KEY_HEAD(t)                                                            \
   " AND (" t ".ordering_key IS NULL OR (NOT EXISTS (SELECT 1"                  \
   " FROM onceq_items k WHERE k.queue = " t ".queue"                            \
   " AND k.ordering_key = " t ".ordering_key AND k.ordering_key IS NOT NULL"    \
-  " AND k.claim IS NOT NULL)"                                                  \
-  " AND NOT EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = " t ".queue"   \
-  " AND k.ordering_key = " t ".ordering_key"                                   \
-  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < " t ".enqueue_seq)))"
+  " AND k.claim IS NOT NULL) AND " KEY_NONE_EARLIER(t) "))"
 
 #define READY                                                                  \
   "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "             \
@@ -189,10 +192,7 @@
   "SELECT f0.id FROM (SELECT id, queue, ordering_key, enqueue_seq"             \
   " FROM onceq_items WHERE " ready " AND ordering_key IS NOT NULL"             \
   " ORDER BY priority DESC, run_at LIMIT $3::int) f0 WHERE f0.ordering_key"    \
-  " NOT IN (SELECT b.ordering_key FROM busy b) AND NOT EXISTS (SELECT 1"       \
-  " FROM onceq_items k"                                                        \
-  " WHERE k.queue = f0.queue AND k.ordering_key = f0.ordering_key"             \
-  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < f0.enqueue_seq)"
+  " NOT IN (SELECT b.ordering_key FROM busy b) AND " KEY_NONE_EARLIER("f0")
 #define UNKEYED_READY(ready)                                                   \
   " SELECT u.id FROM (SELECT id FROM onceq_items WHERE " ready                 \
   " AND ordering_key IS NULL ORDER BY priority DESC, run_at"                   \

@@ -169,8 +169,8 @@ static void test_fail_blocks(oq_db *db, const oq_session *w)
 
 /* An enqueue with a lower enqueue_seq that commits after a higher one of
  * its key was claimed waits for that one: never two of a key at once.
- * Since schema v9 the claims learn that the key is busy from the claimed
- * rows (onceq_items_claim), with no index of the claimed keys. */
+ * Since schema v9 the claims learn that the key is busy from the rows
+ * themselves, with no index of the claimed keys. */
 static void test_late_commit(oq_db *db, const oq_session *w)
 {
   if (oq_db_engine(db) == OQ_ENGINE_POSTGRES) /* CockroachDB keeps it */
