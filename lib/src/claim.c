@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "test_hooks.h"
 
 typedef struct claim_acc {
   oq_item *items; /* grows up to cap */
@@ -17,6 +18,16 @@ typedef struct claim_acc {
   int64_t budget_bytes; /* payload bytes to take at most; 0: no budget */
   int64_t taken_bytes;  /* payload bytes taken so far */
   bool nomem;
+  /* the queues a PostgreSQL claim found keyed items in and left to
+   * claim_keyed (dialect.c, CLAIM_OPEN_PG's rows with no id) */
+  char **keyed;
+  size_t nkeyed;
+  size_t keyed_done; /* the first keyed_done of them are claimed */
+  /* the keyed queues the claim statements named in this call, each ending
+   * in NUL: remembered for the next call (claim_memory) */
+  char seen[1024];
+  size_t seen_len;
+  bool seen_overflow;
 } claim_acc;
 
 /* Room for another statement: items left, and bytes left under a budget. */
@@ -90,9 +101,46 @@ oq_err oq__item_rows_add(void *ud, int ncols, const char *const *v)
   return OQ_OK;
 }
 
+/* Note a keyed queue for claim_keyed, once. */
+static void add_keyed(claim_acc *a, const char *queue)
+{
+  for (size_t i = 0; i < a->nkeyed; i++)
+    if (strcmp(a->keyed[i], queue) == 0)
+      return;
+  char **grown = realloc(a->keyed, (a->nkeyed + 1) * sizeof *grown);
+  if (!grown) {
+    a->nomem = true;
+    return;
+  }
+  a->keyed = grown;
+  if (!(a->keyed[a->nkeyed] = strdup(queue)))
+    a->nomem = true;
+  else
+    a->nkeyed++;
+}
+
+static void keyed_free(claim_acc *a)
+{
+  for (size_t i = 0; i < a->nkeyed; i++)
+    free(a->keyed[i]);
+  free(a->keyed);
+  a->keyed = NULL;
+  a->nkeyed = 0;
+  a->keyed_done = 0;
+}
+
 static oq_err add_row(void *ud, int ncols, const char *const *v)
 {
   claim_acc *a = ud;
+  if (ncols >= 2 && !v[0] && v[1]) { /* a keyed queue, not an item */
+    add_keyed(a, v[1]);
+    size_t len = strlen(v[1]) + 1;
+    if (len > sizeof a->seen - a->seen_len)
+      a->seen_overflow = true;
+    else
+      memcpy(a->seen + a->seen_len, v[1], len), a->seen_len += len;
+    return OQ_OK;
+  }
   if (ncols < 8 || a->n >= a->cap)
     return OQ_OK;
   oq_item *it = &a->items[a->n];
@@ -179,6 +227,11 @@ typedef struct claim_memory {
   bool limited_overflow; /* more than fit: treat every queue as limited */
   uint64_t limited_at_ms;
   bool limited_read;
+  /* the keyed queues the last claim statements named (claim_acc.seen) */
+  char keyed[1024];
+  size_t keyed_len;
+  void (*keyed_hook)(void *); /* test_hooks.h */
+  void *keyed_hook_ud;
 } claim_memory;
 
 /* NULL when out of memory: the first queue goes first, nothing forced. */
@@ -200,6 +253,15 @@ bool oq__claim_per_queue(oq_db *db)
 {
   claim_memory *m = memory(db);
   return (m && m->per_queue) || !oq_db_traits(db)->multi_queue_claim;
+}
+
+void oq__claim_keyed_hook(oq_db *db, void (*fn)(void *ud), void *ud)
+{
+  claim_memory *m = memory(db);
+  if (m) {
+    m->keyed_hook = fn;
+    m->keyed_hook_ud = ud;
+  }
 }
 
 void oq__claim_force_per_queue(oq_db *db, bool on)
@@ -319,6 +381,24 @@ static oq_err read_long(void *ud, int ncols, const char *const *v)
   return OQ_OK;
 }
 
+/* At most this many orphan range statements per claim: orphans are a
+ * backstop, not the common path. */
+#define MAX_ORPHAN_RUNS 8
+
+/* Forget the items an earlier, rolled-back run of a claim transaction
+ * added after the first n0 (oq_db_transact runs it again on a restart). */
+static void acc_rewind(claim_acc *acc, size_t n0, int64_t taken0)
+{
+  for (size_t i = n0; i < acc->n; i++) {
+    free(acc->items[i].queue);
+    free(acc->items[i].payload);
+    free(acc->items[i].ordering_key);
+    memset(&acc->items[i], 0, sizeof acc->items[i]);
+  }
+  acc->n = n0;
+  acc->taken_bytes = taken0;
+}
+
 typedef struct limited_tx {
   const oq_session *s;
   const char *queue;
@@ -334,14 +414,7 @@ static oq_err limited_body(oq_db *db, void *ud)
 {
   limited_tx *t = ud;
   claim_acc *acc = t->acc;
-  for (size_t i = t->n0; i < acc->n; i++) { /* an earlier, rolled-back run */
-    free(acc->items[i].queue);
-    free(acc->items[i].payload);
-    free(acc->items[i].ordering_key);
-    memset(&acc->items[i], 0, sizeof acc->items[i]);
-  }
-  acc->n = t->n0;
-  acc->taken_bytes = t->taken0;
+  acc_rewind(acc, t->n0, t->taken0);
   oq_engine eng = oq_db_engine(db);
   const char *q1[1] = {t->queue};
   limits_row lim_row = {-1, -1, false};
@@ -404,6 +477,105 @@ static oq_err claim_limited(oq_db *db, const oq_session *s,
   return e;
 }
 
+/*
+ * Queues with keyed items (ordering keys, docs/enqueue.md), on PostgreSQL:
+ * one transaction per queue that takes the queue's key lock
+ * (OQ__SQL_KEY_LOCK) and then claims it (dialect.c, CLAIM_KEYED_PG). The
+ * lock is taken before the claim's snapshot, so under READ COMMITTED two
+ * claims that may take heads of the queue's keys never run at once, and
+ * each sees what the one before it committed: no key gets two items
+ * claimed around a late commit of a lower enqueue_seq. One lock per
+ * transaction, taken first: a claimer holding it waits on nothing that
+ * waits for it. Under SERIALIZABLE the snapshot is the transaction's and
+ * predates the wait; the database aborts one of two such claims instead
+ * (40001), and oq_db_transact runs it again.
+ */
+typedef struct keyed_tx {
+  const oq_session *s;
+  const char *queue;
+  claim_acc *acc;
+  size_t n0;
+  int64_t taken0;
+  /* partitioned claims: the session's slot runs, then the orphans' */
+  bool parts;
+  const oq__slot_range *own, *orphans;
+  size_t nown, first, norphan;
+  int orphan_ms;
+} keyed_tx;
+
+static oq_err keyed_stmt(oq_db *db, keyed_tx *t, const char *qarr,
+                         const oq__slot_range *r, int orphan_ms)
+{
+  claim_acc *acc = t->acc;
+  char lim[16], lo[16], hi[16], age[24], budget[24];
+  snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
+  budget_param(acc, budget, sizeof budget);
+  oq_engine eng = oq_db_engine(db);
+  if (!r) {
+    const char *params[4] = {oq_session_id(t->s), qarr, lim, budget};
+    return oq__db_query_prepared(db, oq__sql(eng, OQ__SQL_CLAIM_KEYED), 4,
+                                 params, add_row, acc, NULL);
+  }
+  snprintf(lo, sizeof lo, "%d", r->lo);
+  snprintf(hi, sizeof hi, "%d", r->hi);
+  snprintf(age, sizeof age, "%d", orphan_ms);
+  const char *params[7] = {oq_session_id(t->s), qarr, lim, lo, hi, age, budget};
+  return oq__db_query_prepared(db, oq__sql(eng, OQ__SQL_CLAIM_PARTS_KEYED), 7,
+                               params, add_row, acc, NULL);
+}
+
+static oq_err keyed_body(oq_db *db, void *ud)
+{
+  keyed_tx *t = ud;
+  claim_acc *acc = t->acc;
+  acc_rewind(acc, t->n0, t->taken0);
+  const char *lock[2] = {t->queue, oq__db_async_commits(db) ? "true" : "false"};
+  oq_err e = oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_KEY_LOCK), 2,
+                         lock, NULL, NULL);
+  if (e != OQ_OK)
+    return e;
+  claim_memory *m = memory(db);
+  if (m && m->keyed_hook)
+    m->keyed_hook(m->keyed_hook_ud);
+  const char *q1[1] = {t->queue};
+  char *qarr = oq__text_array(q1, 1);
+  if (!qarr)
+    return OQ_ERR_NOMEM;
+  if (!t->parts) {
+    e = keyed_stmt(db, t, qarr, NULL, 0);
+  } else {
+    for (size_t i = 0; i < t->nown && acc_room(acc) && e == OQ_OK; i++)
+      e = keyed_stmt(db, t, qarr, &t->own[(t->first + i) % t->nown], 0);
+    for (size_t i = 0;
+         i < t->norphan && i < MAX_ORPHAN_RUNS && acc_room(acc) && e == OQ_OK;
+         i++)
+      e = keyed_stmt(db, t, qarr, &t->orphans[i], t->orphan_ms);
+  }
+  free(qarr);
+  return e;
+}
+
+/* Claim the keyed queues the claim statements left (acc->keyed), each
+ * under its key lock; t0 carries the partitioned claim's slot runs. */
+static oq_err claim_keyed(oq_db *db, const oq_session *s, claim_acc *acc,
+                          const keyed_tx *t0)
+{
+  oq_err e = OQ_OK;
+  for (; acc->keyed_done < acc->nkeyed && e == OQ_OK && acc_room(acc);
+       acc->keyed_done++) {
+    keyed_tx t = *t0;
+    t.s = s;
+    t.queue = acc->keyed[acc->keyed_done];
+    t.acc = acc;
+    t.n0 = acc->n;
+    t.taken0 = acc->taken_bytes;
+    e = session_gone(db, s, oq_db_transact(db, keyed_body, &t));
+    if (e == OQ_ERR_NOMEM)
+      acc->nomem = true;
+  }
+  return e;
+}
+
 /* Items claimed by an earlier statement of a multi-statement claim are ours
  * now: hand them over even when a later statement failed (its error shows
  * up again on the next call). Unless the session is gone: its reap freed
@@ -440,6 +612,38 @@ static oq_err claim_finish(oq_db *db, const oq_session *s, claim_acc *acc,
   return OQ_OK;
 }
 
+/*
+ * Which goes first, the keyed queues or the others? The claim statements
+ * take the queues without keys and name the keyed ones (claim_keyed claims
+ * those after them), so a queue without keys that always fills the claim
+ * would starve a keyed one. Every other call therefore starts with the
+ * keyed queues the last claim statements named (claim_memory.keyed), among
+ * those asked for: each side gets the first pick in turn, as the per-queue
+ * claims rotate their first queue. True when acc->keyed got any.
+ */
+static bool keyed_turn(oq_db *db, const char *const *queues, size_t nqueues,
+                       claim_acc *acc)
+{
+  claim_memory *m = memory(db);
+  if (!m || m->keyed_len == 0 || (oq__claim_turn(db) & 1) == 0)
+    return false;
+  for (size_t i = 0; i < m->keyed_len; i += strlen(m->keyed + i) + 1)
+    for (size_t k = 0; k < nqueues; k++)
+      if (strcmp(m->keyed + i, queues[k]) == 0)
+        add_keyed(acc, queues[k]);
+  return acc->nkeyed > 0;
+}
+
+/* Remember the keyed queues this call's claim statements named. */
+static void keyed_remember(oq_db *db, const claim_acc *acc)
+{
+  claim_memory *m = memory(db);
+  if (!m)
+    return;
+  memcpy(m->keyed, acc->seen, acc->seen_len);
+  m->keyed_len = acc->seen_len;
+}
+
 oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
                 size_t nqueues, int max, oq_item **items, size_t *n)
 {
@@ -461,16 +665,26 @@ oq_err oq_claim_bytes(oq_db *db, const oq_session *s, const char *const *queues,
                    .budget_bytes = max_bytes > 0 ? max_bytes : 0};
   if (!acc.items)
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
-  if (claim_per_queue(db, nqueues)) {
-    e = claim_each_queue(db, s, queues, nqueues, &acc);
-  } else {
-    char *qarr = oq__text_array(queues, nqueues);
-    if (qarr)
-      e = claim_stmt(db, s, qarr, &acc);
-    else
-      acc.nomem = true;
-    free(qarr);
+  const keyed_tx anywhere = {0};
+  if (keyed_turn(db, queues, nqueues, &acc))
+    e = claim_keyed(db, s, &acc, &anywhere);
+  if (e == OQ_OK && !acc.nomem && acc_room(&acc)) {
+    if (claim_per_queue(db, nqueues)) {
+      e = claim_each_queue(db, s, queues, nqueues, &acc);
+    } else {
+      char *qarr = oq__text_array(queues, nqueues);
+      if (qarr)
+        e = claim_stmt(db, s, qarr, &acc);
+      else
+        acc.nomem = true;
+      free(qarr);
+    }
+    if (e == OQ_OK)
+      keyed_remember(db, &acc);
   }
+  if (e == OQ_OK && !acc.nomem)
+    e = claim_keyed(db, s, &acc, &anywhere);
+  keyed_free(&acc);
   if (e == OQ_OK && !acc.nomem)
     e = claim_limited(db, s, queues, nqueues, &acc);
   return claim_finish(db, s, &acc, e, items, n);
@@ -496,10 +710,6 @@ static oq_err claim_range(oq_db *db, const oq_session *s, const char *qarr,
                                          params, add_row, acc, NULL);
   return session_gone(db, s, e);
 }
-
-/* At most this many orphan range statements per claim: orphans are a
- * backstop, not the common path. */
-#define MAX_ORPHAN_RUNS 8
 
 oq_err oq_parts_claim(oq_db *db, const oq_session *s, oq_parts *p,
                       const char *const *queues, size_t nqueues, int max,
@@ -539,12 +749,28 @@ oq_err oq_parts_claim_bytes(oq_db *db, const oq_session *s, oq_parts *p,
     free(acc.items);
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   }
-  for (size_t i = 0; i < nown && acc_room(&acc) && e == OQ_OK; i++)
+  const keyed_tx parts = {.parts = true,
+                          .own = own,
+                          .nown = nown,
+                          .first = first,
+                          .orphans = orphans,
+                          .norphan = norphan,
+                          .orphan_ms = orphan_ms};
+  if (keyed_turn(db, queues, nqueues, &acc))
+    e = claim_keyed(db, s, &acc, &parts);
+  bool looked = false;
+  for (size_t i = 0; i < nown && acc_room(&acc) && e == OQ_OK;
+       i++, looked = true)
     e = claim_range(db, s, qarr, &own[(first + i) % nown], 0, &acc);
   for (size_t i = 0;
        i < norphan && i < MAX_ORPHAN_RUNS && acc_room(&acc) && e == OQ_OK; i++)
     e = claim_range(db, s, qarr, &orphans[i], orphan_ms, &acc);
   free(qarr);
+  if (e == OQ_OK && looked)
+    keyed_remember(db, &acc);
+  if (e == OQ_OK && !acc.nomem)
+    e = claim_keyed(db, s, &acc, &parts);
+  keyed_free(&acc);
   /* a limited queue is claimed in any part: its limit is fleet-wide */
   if (e == OQ_OK && !acc.nomem)
     e = claim_limited(db, s, queues, nqueues, &acc);

@@ -45,9 +45,7 @@ static bool send_stmt(oq_db *db, const char *sql, int nparams,
  * plan is the same index walk (docs/benchmarks.md, "The claim planned
  * once, and the drain's last wait"), and ANALYZE of the tables it reads
  * makes it anew. */
-#define CLAIM_SETTINGS                                                         \
-  "set_config('jit', 'off', true),"                                            \
-  " set_config('plan_cache_mode', 'force_generic_plan', true)"
+#define CLAIM_SETTINGS OQ__CLAIM_SETTINGS
 
 static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
                                 const unsigned int *types,

@@ -19,6 +19,9 @@
  * near 100,000 ready items, where compiling it took about 35 ms of a
  * 60 ms claim; its plan is an index walk that JIT does not speed up. */
 void oq__db_claim_next(oq_db *db);
+/* oq_db_set_async_commits' setting: a claim in a transaction of its own
+ * asks for the same commit (claim.c, OQ__SQL_KEY_LOCK) */
+bool oq__db_async_commits(const oq_db *db);
 
 /*
  * Run one statement as its own implicit transaction, re-running it on

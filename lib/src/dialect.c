@@ -260,54 +260,90 @@
 
 #define SESSION_LIVE_PG SESSION_LIVE("FOR KEY SHARE")
 
-#define CLAIM_PG(queues, ready_in_queue, budget)                               \
+/* Does queue q0 hold any keyed item? One descent of
+ * onceq_items_key_order. */
+#define QUEUE_KEYED                                                            \
+  "(SELECT min(k0.ordering_key) FROM onceq_items k0"                           \
+  " WHERE k0.queue = q0.name AND k0.ordering_key IS NOT NULL) IS NOT NULL"     \
+  " AS keyed"
+/* The chosen rows c (id, priority, run_at, bytes) under the byte budget,
+ * claimed: b keeps them in claim order while the payload bytes before each
+ * row are under the budget, u claims them. */
+#define CLAIM_TAIL(budget)                                                     \
+  " b AS (SELECT id FROM (SELECT id, sum(bytes) OVER (ORDER BY priority DESC," \
+  " run_at, id ROWS UNBOUNDED PRECEDING) - bytes AS before FROM c) w"          \
+  " WHERE before < " budget "::int8),"                                         \
+  " u AS (UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"      \
+  " attempts = i.attempts + 1"                                                 \
+  " WHERE i.id = ANY (ARRAY(SELECT id FROM b))"                                \
+  " RETURNING i.id::text AS id, i.queue, i.payload::text AS payload,"          \
+  " i.attempts, i.max_attempts, i.priority,"                                   \
+  " (extract(epoch FROM i.created_at) * 1000000)::int8 AS created_us,"         \
+  " (extract(epoch FROM i.claimed_at) * 1000000)::int8 AS claimed_us,"         \
+  " i.part, i.ordering_key, i.run_at)"
+/* the columns a claim returns, in order (claim.c, item_from_row) */
+#define CLAIM_ROW                                                              \
+  " SELECT id, queue, payload, attempts, max_attempts, priority, created_us,"  \
+  " claimed_us, part, ordering_key"
+
+/*
+ * A keyed queue's claim (CLAIM_KEYED_PG): both arms. On PostgreSQL it runs
+ * only after the queue's key lock (OQ__SQL_KEY_LOCK, claim.c keyed_body),
+ * in the lock's transaction, or in a limited queue's transaction after its
+ * control row's lock (CLAIM_LIMITED): either lock is taken before the
+ * claim's snapshot, so under READ COMMITTED the claims that may take a
+ * key's head run one at a time per queue and each sees what the one
+ * before it claimed. Without it, a claim whose snapshot predates the
+ * commit of a key's lower enqueue_seq takes the key's next item while one
+ * with a later snapshot takes that lower one, and both run
+ * (it_lib_ordering, test_late_commit_race).
+ */
+#define CLAIM_KEYED_PG(queues, ready_in_queue, budget)                         \
   "WITH s AS " SESSION_LIVE_PG ", c AS MATERIALIZED ("                         \
   " SELECT x.id, x.priority, x.run_at, x.bytes"                                \
-  " FROM s CROSS JOIN (SELECT q0.name, (SELECT min(k0.ordering_key) FROM "     \
-  "onceq_items k0"                                                             \
-  " WHERE k0.queue = q0.name AND k0.ordering_key IS NOT NULL) IS NOT NULL"     \
-  " AS keyed FROM " queues ") AS q"                                            \
+  " FROM s CROSS JOIN (SELECT q0.name, " QUEUE_KEYED " FROM " queues ") AS q"  \
   " CROSS JOIN LATERAL (" CLAIM_ARMS(                                          \
       ready_in_queue) ") x"                                                    \
-                      " ORDER BY x.priority DESC, x.run_at LIMIT $3::int),"    \
-                      " b AS (SELECT id FROM (SELECT id, sum(bytes) OVER "     \
-                      "(ORDER BY priority DESC,"                               \
-                      " run_at, id ROWS UNBOUNDED PRECEDING) - bytes AS "      \
-                      "before FROM c) w"                                       \
-                      " WHERE before < " budget "::int8),"                     \
-                      " u AS (UPDATE onceq_items i SET claim = $1::uuid, "     \
-                      "claimed_at = now(),"                                    \
-                      " attempts = i.attempts + 1"                             \
-                      " WHERE i.id = ANY (ARRAY(SELECT id FROM b))"            \
-                      " RETURNING i.id::text AS id, i.queue, i.payload::text " \
-                      "AS payload,"                                            \
-                      " i.attempts, i.max_attempts, i.priority,"               \
-                      " (extract(epoch FROM i.created_at) * 1000000)::int8 "   \
-                      "AS created_us,"                                         \
-                      " (extract(epoch FROM i.claimed_at) * 1000000)::int8 "   \
-                      "AS claimed_us,"                                         \
-                      " i.part, i.ordering_key,"                               \
-                      " i.run_at)"                                             \
-                      " SELECT id, queue, payload, attempts, max_attempts, "   \
-                      "priority, created_us,"                                  \
-                      " claimed_us, part, ordering_key FROM u ORDER BY "       \
-                      "priority "                                              \
-                      "DESC, run_at"
+                      " ORDER BY x.priority DESC, x.run_at LIMIT "             \
+                      "$3::int)," CLAIM_TAIL(budget) CLAIM_ROW                 \
+      " FROM u ORDER BY priority DESC, run_at"
 
-static const char claim_pg[] =
-    CLAIM_PG(QUEUES_OPEN,
-             "claim IS NULL AND queue = q.name AND run_at <= now()"
-             " AND attempts < max_attempts",
-             "$4");
+/*
+ * The claim every PostgreSQL claim starts with (CLAIM_OPEN_PG), one
+ * statement with no lock but its session's: the walk of each queue that
+ * holds no keyed item, and for each queue that does, a row with no id and
+ * the queue's name, after the items. claim.c then claims those queues one
+ * by one under their key locks (CLAIM_KEYED_PG). So a queue without keys
+ * is claimed as before, in one statement, and pays its one probe.
+ */
+#define CLAIM_OPEN_PG(queues, ready_in_queue, budget)                          \
+  "WITH s AS " SESSION_LIVE_PG ","                                             \
+  " q AS MATERIALIZED (SELECT q0.name, " QUEUE_KEYED                           \
+  " FROM s CROSS JOIN " queues "),"                                            \
+  " c AS MATERIALIZED (SELECT x.id, x.priority, x.run_at, x.bytes FROM q"      \
+  " CROSS JOIN LATERAL (SELECT id, priority, run_at,"                          \
+  " octet_length(payload::text) AS bytes FROM onceq_items"                     \
+  " WHERE NOT q.keyed AND " ready_in_queue " AND ordering_key IS NULL"         \
+  " ORDER BY priority DESC, run_at LIMIT $3::int FOR UPDATE SKIP LOCKED) x"    \
+  " ORDER BY x.priority DESC, x.run_at LIMIT $3::int)," CLAIM_TAIL(budget)     \
+      CLAIM_ROW " FROM (SELECT *, false AS marker FROM u UNION ALL SELECT"     \
+                " NULL, q.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"     \
+                " NULL, NULL, true FROM q WHERE q.keyed) r"                    \
+                " ORDER BY marker, priority DESC, run_at"
+
+#define READY_IN_QUEUE                                                         \
+  "claim IS NULL AND queue = q.name AND run_at <= now()"                       \
+  " AND attempts < max_attempts"
+
+static const char claim_pg[] = CLAIM_OPEN_PG(QUEUES_OPEN, READY_IN_QUEUE, "$4");
+static const char claim_keyed_pg[] =
+    CLAIM_KEYED_PG(QUEUES_OPEN, READY_IN_QUEUE, "$4");
 
 /* A limited queue's claim (claim.c, in the transaction that locked its
  * control row and counted its claimed items): one queue, $3 = the room
  * left under its limit. */
 static const char claim_limited_pg[] =
-    CLAIM_PG(QUEUES_ALL,
-             "claim IS NULL AND queue = q.name AND run_at <= now()"
-             " AND attempts < max_attempts",
-             "$4");
+    CLAIM_KEYED_PG(QUEUES_ALL, READY_IN_QUEUE, "$4");
 static const char claim_limited_crdb[] =
     "UPDATE onceq_items SET claim = $1::uuid, claimed_at = now(),"
     " attempts = attempts + 1"
@@ -353,13 +389,14 @@ static const char claim_crdb[] =
   " AND attempts < max_attempts AND part >= $4::int4 AND part < "              \
   "$5::int4" KEY_HEAD("onceq_items")
 
+#define READY_IN_QUEUE_RANGE                                                   \
+  "claim IS NULL AND queue = q.name"                                           \
+  " AND run_at <= now() - $6::int8 * interval '1 millisecond'"                 \
+  " AND attempts < max_attempts AND part >= $4::int4 AND part < $5::int4"
 static const char claim_parts_pg[] =
-    CLAIM_PG(QUEUES_OPEN,
-             "claim IS NULL AND queue = q.name"
-             " AND run_at <= now() - $6::int8 * interval '1 millisecond'"
-             " AND attempts < max_attempts AND part >= $4::int4"
-             " AND part < $5::int4",
-             "$7");
+    CLAIM_OPEN_PG(QUEUES_OPEN, READY_IN_QUEUE_RANGE, "$7");
+static const char claim_parts_keyed_pg[] =
+    CLAIM_KEYED_PG(QUEUES_OPEN, READY_IN_QUEUE_RANGE, "$7");
 
 /* No SKIP LOCKED (it needs v24.1.5+/v24.2.3+): within one block only its
  * owner claims, so there is nobody to skip in steady state. */
@@ -887,6 +924,20 @@ static const char migrate_lock_pg[] = "SELECT pg_advisory_lock(465793504625)";
 static const char migrate_unlock_pg[] =
     "SELECT pg_advisory_unlock(465793504625)";
 
+/* A keyed queue's key lock ($1 the queue), the first statement of the
+ * transaction that claims it (claim.c, keyed_body; CLAIM_KEYED_PG): a
+ * transaction-level advisory lock, released at commit or rollback, on the
+ * pair (the key of "onceq" in ASCII as int4, hashtext(queue)); two queues
+ * sharing a hash only share the wait. It also sets what a claim's prelude
+ * sets outside a transaction (db_tx.c): no JIT, the generic plan, and, if
+ * $2, a commit without waiting for the WAL flush. CockroachDB never sends
+ * it: its claims do not return keyed queues for claim.c to lock. */
+static const char key_lock_pg[] =
+    "SELECT pg_advisory_xact_lock(1869505381, "
+    "hashtext($1::text)), " OQ__CLAIM_SETTINGS
+    ", set_config('synchronous_commit', CASE WHEN $2::bool"
+    " THEN 'off' ELSE current_setting('synchronous_commit') END, true)";
+
 const char *oq__sql(oq_engine engine, oq__stmt stmt)
 {
   bool crdb = engine == OQ_ENGINE_COCKROACH;
@@ -897,6 +948,12 @@ const char *oq__sql(oq_engine engine, oq__stmt stmt)
     return crdb ? claim_limited_crdb : claim_limited_pg;
   case OQ__SQL_CLAIM_PARTS:
     return crdb ? claim_parts_crdb : claim_parts_pg;
+  case OQ__SQL_CLAIM_KEYED:
+    return crdb ? claim_crdb : claim_keyed_pg;
+  case OQ__SQL_CLAIM_PARTS_KEYED:
+    return crdb ? claim_parts_crdb : claim_parts_keyed_pg;
+  case OQ__SQL_KEY_LOCK:
+    return crdb ? "SELECT NULL WHERE false" : key_lock_pg;
   case OQ__SQL_RELEASE_ORPHANS:
     return crdb ? release_orphans_crdb : release_orphans_pg;
   case OQ__SQL_ACK_NEXT:

@@ -62,6 +62,13 @@ void oq__session_mark_ok(oq_session *s, uint64_t sent_ms);
 
 /* ---- dialect.c: all SQL text, per engine ------------------------------ */
 
+/* How a claim is planned on PostgreSQL (db_tx.c, where the reasons are):
+ * set in the claim's transaction by its prelude, or by the key lock
+ * (OQ__SQL_KEY_LOCK) for a claim inside a transaction of its own. */
+#define OQ__CLAIM_SETTINGS                                                     \
+  "set_config('jit', 'off', true),"                                            \
+  " set_config('plan_cache_mode', 'force_generic_plan', true)"
+
 typedef enum oq__stmt {
   OQ__SQL_CLAIM,
   OQ__SQL_CLAIM_PARTS,
@@ -133,6 +140,10 @@ typedef enum oq__stmt {
   OQ__SQL_QUEUE_RATE_TAKE,
   OQ__SQL_QUEUE_SET_RATE,
   OQ__SQL_CLAIM_LIMITED,
+  /* a keyed queue's claim under its key lock (claim.c, keyed_body) */
+  OQ__SQL_KEY_LOCK,
+  OQ__SQL_CLAIM_KEYED,
+  OQ__SQL_CLAIM_PARTS_KEYED,
   OQ__SQL__COUNT
 } oq__stmt;
 

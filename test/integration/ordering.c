@@ -9,7 +9,8 @@
  *    dead-lettered one does not;
  *  - a lower enqueue_seq committed after a higher one was claimed waits
  *    until that one is acknowledged (never two of one key at once), with
- *    no index of the claimed keys (schema v9);
+ *    no index of the claimed keys (schema v9); also when the two claims
+ *    run at once around that commit;
  *  - a keyed item's part is the key's hash (--partitioned: one part owns
  *    the key), and the partitioned claim (oq_parts_claim) takes heads
  *    only, also for a key whose items lie in different parts;
@@ -31,6 +32,7 @@
 
 #include "oq_test.h"
 #include "sem_util.h"
+#include "test_hooks.h"
 
 #define KEYS 20
 #define PER_KEY 10
@@ -197,6 +199,217 @@ static void test_late_commit(oq_db *db, const oq_session *w)
   oq_items_free(more, m);
   oq_db_close(late);
   printf("ok a late-committed lower enqueue_seq waits for the claimed one\n");
+}
+
+/* The same late commit while two claims run: claim 1's snapshot is taken
+ * before the lower enqueue_seq commits, then it waits (on its session row,
+ * which the test holds) while claim 2, of another session, takes that
+ * lower one, the key's head in its snapshot; then claim 1 goes on. In its
+ * snapshot the key's head is the higher item and nothing of the key is
+ * claimed. READ COMMITTED claims of keyed queues take the queue's lock
+ * before their snapshot (claim.c, keyed_body), so claim 1 sees claim 2's
+ * commit and leaves the key alone; under SERIALIZABLE the database aborts
+ * and the claim runs again. Either way one item of the key is claimed. */
+typedef struct late_claimer {
+  oq_db *db;
+  const oq_session *s;
+  const char *queue;
+  size_t n;
+  oq_err e;
+  bool done;
+} late_claimer;
+
+static void *late_claim(void *arg)
+{
+  late_claimer *c = arg;
+  const char *q[1] = {c->queue};
+  oq_item *it = NULL;
+  c->e = oq_claim(c->db, c->s, q, 1, 10, &it, &c->n);
+  oq_items_free(it, c->n);
+  __atomic_store_n(&c->done, true, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* Wait (bounded) until the backend pid waits on a lock, or *done. */
+static void wait_lock_wait(oq_db *db, const char *pid, const bool *done,
+                           const char *what)
+{
+  uint64_t t0 = oq_monotonic_ms();
+  while (QLONG(db,
+               "SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int"
+               " AND wait_event_type = 'Lock'",
+               pid) == 0) {
+    if (done && __atomic_load_n(done, __ATOMIC_ACQUIRE))
+      return;
+    if (oq_monotonic_ms() - t0 > 10000)
+      OQT_FAIL("%s never waited on a lock", what);
+    oqt_sleep_ms(5);
+  }
+}
+
+static void test_late_commit_race(oq_db *db, const oq_session *w)
+{
+  oq_db *late = oqt_connect(dsn_g);
+  oq_db *hold = oqt_connect(dsn_g);
+  oq_db *c1 = oqt_connect(dsn_g);
+  oq_session *s1 = SEM_LONG_SESSION(c1);
+  char pid[24], sid[OQ_UUID_LEN + 1];
+  snprintf(pid, sizeof pid, "%ld", oqt_scalar(c1, "SELECT pg_backend_pid()"));
+  oqt_copy(sid, sizeof sid, oq_session_id(s1));
+  ASSERT_OK(late, oq_db_exec(late, "BEGIN", 0, NULL, NULL));
+  put(late, "race", "k", 1, 25); /* A: the lower enqueue_seq, not committed */
+  put(db, "race", "k", 1, 25);   /* B: committed first */
+  ASSERT_OK(hold, oq_db_exec(hold, "BEGIN", 0, NULL, NULL));
+  QEXEC(hold, "SELECT 1 FROM onceq_sessions WHERE id = $1::uuid FOR UPDATE",
+        sid);
+  late_claimer c = {c1, s1, "race", 0, OQ_OK, false};
+  pthread_t th;
+  ASSERT_EQ(pthread_create(&th, NULL, late_claim, &c), 0);
+  /* claim 1 waits on its session row: its snapshot predates A's commit */
+  wait_lock_wait(db, pid, NULL, "claim 1");
+  ASSERT_OK(late, oq_db_exec(late, "COMMIT", 0, NULL, NULL));
+  oq_item *it = NULL;
+  size_t n = SEM_CLAIM(db, w, "race", 10, &it); /* claim 2: A, the head */
+  ASSERT_EQ(n, 1);
+  ASSERT_EQ(
+      QLONG(db, "SELECT enqueue_seq FROM onceq_items WHERE id = $1", it[0].id),
+      QLONG(db,
+            "SELECT min(enqueue_seq) FROM onceq_items"
+            " WHERE queue = $1",
+            "race"));
+  ASSERT_OK(hold, oq_db_exec(hold, "ROLLBACK", 0, NULL, NULL));
+  pthread_join(th, NULL);
+  ASSERT_OK(c1, c.e);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_items WHERE queue = $1"
+                  " AND claim IS NOT NULL",
+                  "race"),
+            1);
+  ASSERT_EQ(c.n, 0);
+  ASSERT_OK(db, oq_ack(db, w, &it[0], NULL, NULL, NULL, NULL));
+  oq_items_free(it, n);
+  QEXEC(db, "DELETE FROM onceq_items WHERE queue = $1", "race");
+  ASSERT_OK(c1, oq_session_end(c1, s1));
+  oq_session_free(s1);
+  oq_db_close(c1);
+  oq_db_close(hold);
+  oq_db_close(late);
+  printf("ok two claims around a late commit take one item of the key\n");
+}
+
+/* The same race inside the keyed claims themselves: claim 1 holds the
+ * queue's key lock (a test hook stops it there) and then waits on its
+ * session row inside the keyed claim statement, its snapshot taken before
+ * the lower enqueue_seq commits; claim 2, after that commit, must wait for
+ * the key lock instead of taking the late item while claim 1 takes the
+ * other one. */
+typedef struct gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int stage; /* 1: claim 1 holds the key lock; 2: it may go on */
+} gate;
+
+static void hold_at_key_lock(void *ud)
+{
+  gate *g = ud;
+  pthread_mutex_lock(&g->mu);
+  if (g->stage == 0) {
+    g->stage = 1;
+    pthread_cond_broadcast(&g->cv);
+    while (g->stage < 2)
+      pthread_cond_wait(&g->cv, &g->mu);
+  }
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void test_late_commit_key_lock(oq_db *db)
+{
+  oq_db *late = oqt_connect(dsn_g);
+  oq_db *hold = oqt_connect(dsn_g);
+  oq_db *c1 = oqt_connect(dsn_g);
+  oq_db *c2 = oqt_connect(dsn_g);
+  oq_session *s1 = SEM_LONG_SESSION(c1);
+  oq_session *s2 = SEM_LONG_SESSION(c2);
+  char pid1[24], pid2[24], sid[OQ_UUID_LEN + 1];
+  snprintf(pid1, sizeof pid1, "%ld", oqt_scalar(c1, "SELECT pg_backend_pid()"));
+  snprintf(pid2, sizeof pid2, "%ld", oqt_scalar(c2, "SELECT pg_backend_pid()"));
+  oqt_copy(sid, sizeof sid, oq_session_id(s1));
+  ASSERT_OK(late, oq_db_exec(late, "BEGIN", 0, NULL, NULL));
+  put(late, "race2", "k", 1, 25); /* A */
+  put(db, "race2", "k", 1, 25);   /* B, committed first */
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  oq__claim_keyed_hook(c1, hold_at_key_lock, &g);
+  late_claimer a = {c1, s1, "race2", 0, OQ_OK, false};
+  late_claimer b = {c2, s2, "race2", 0, OQ_OK, false};
+  pthread_t ta, tb;
+  ASSERT_EQ(pthread_create(&ta, NULL, late_claim, &a), 0);
+  pthread_mutex_lock(&g.mu);
+  uint64_t t0 = oq_monotonic_ms();
+  while (g.stage < 1) {
+    pthread_mutex_unlock(&g.mu);
+    if (oq_monotonic_ms() - t0 > 10000)
+      OQT_FAIL("claim 1 never took the key lock");
+    oqt_sleep_ms(5);
+    pthread_mutex_lock(&g.mu);
+  }
+  ASSERT_OK(hold, oq_db_exec(hold, "BEGIN", 0, NULL, NULL));
+  QEXEC(hold, "SELECT 1 FROM onceq_sessions WHERE id = $1::uuid FOR UPDATE",
+        sid);
+  g.stage = 2;
+  pthread_cond_broadcast(&g.cv);
+  pthread_mutex_unlock(&g.mu);
+  wait_lock_wait(db, pid1, NULL, "claim 1"); /* in its keyed claim */
+  ASSERT_OK(late, oq_db_exec(late, "COMMIT", 0, NULL, NULL));
+  ASSERT_EQ(pthread_create(&tb, NULL, late_claim, &b), 0);
+  wait_lock_wait(db, pid2, &b.done, "claim 2"); /* the key lock, or done */
+  ASSERT_OK(hold, oq_db_exec(hold, "ROLLBACK", 0, NULL, NULL));
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  ASSERT_OK(c1, a.e);
+  ASSERT_OK(c2, b.e);
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM onceq_items WHERE queue = $1"
+                  " AND claim IS NOT NULL",
+                  "race2"),
+            1);
+  ASSERT_EQ(a.n + b.n, 1);
+  oq__claim_keyed_hook(c1, NULL, NULL);
+  QEXEC(db, "DELETE FROM onceq_items WHERE queue = $1", "race2");
+  ASSERT_OK(c1, oq_session_end(c1, s1));
+  ASSERT_OK(c2, oq_session_end(c2, s2));
+  oq_session_free(s1);
+  oq_session_free(s2);
+  oq_db_close(c2);
+  oq_db_close(c1);
+  oq_db_close(hold);
+  oq_db_close(late);
+  printf("ok a claim holding a queue's key lock makes the next one wait\n");
+}
+
+/* A claim over a queue without keys that always fills it and a keyed
+ * queue: the keyed one, claimed in its own transaction after the others
+ * (claim.c, claim_keyed), still gets the first pick every other call. */
+static void test_keyed_not_starved(oq_db *db, const oq_session *w)
+{
+  oqt_enqueue_n(db, "deep", 40);
+  put(db, "kq", "a", 1, 25);
+  put(db, "kq", "b", 1, 25);
+  put(db, "kq", "c", 1, 25);
+  const char *q[2] = {"deep", "kq"};
+  size_t keyed = 0;
+  for (int call = 0; call < 3; call++) {
+    oq_item *it = NULL;
+    size_t n = 0;
+    ASSERT_OK(db, oq_claim(db, w, q, 2, 5, &it, &n));
+    ASSERT_EQ(n, 5);
+    for (size_t i = 0; i < n; i++)
+      keyed += strcmp(it[i].queue, "kq") == 0;
+    oq_items_free(it, n);
+  }
+  ASSERT_EQ(keyed, 3);
+  QEXEC(db, "DELETE FROM onceq_items WHERE queue = ANY($1::text[])",
+        "{deep,kq}");
+  printf("ok a full claim of unkeyed items does not starve a keyed queue\n");
 }
 
 /* --partitioned: every item of a key falls into one slot, its hash. */
@@ -536,6 +749,9 @@ int main(void)
   test_heads(db, w);
   test_fail_blocks(db, w);
   test_late_commit(db, w);
+  test_late_commit_race(db, w);
+  test_late_commit_key_lock(db);
+  test_keyed_not_starved(db, w);
   test_parts(db);
   test_workers(db);
   test_parts_claim(db);

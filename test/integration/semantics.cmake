@@ -33,7 +33,8 @@ oq_add_test(it_lib_coord_calls LABEL integration TIMEOUT 60
             SOURCES coord_calls.c)
 # Ordering keys: per-key heads, strict order past failures, several
 # workers acknowledging in enqueue order (issue 23 item 1).
-oq_add_test(it_lib_ordering LABEL integration TIMEOUT 60 SOURCES ordering.c)
+oq_add_test(it_lib_ordering LABEL integration TIMEOUT 60 SOURCES ordering.c
+            INTERNAL)
 # The batched --sql ack claims a key's next item in its transaction
 # (issue 23, the keyed targets).
 oq_add_test(it_lib_ack_next LABEL integration TIMEOUT 60 SOURCES ack_next.c)

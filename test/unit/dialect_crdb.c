@@ -349,12 +349,66 @@ static void check_ack_next(const char *pg, const char *crdb)
                          " attempts = i.attempts + 1 WHERE ");
 }
 
+/*
+ * The claim a PostgreSQL claim starts with (dialect.c, CLAIM_OPEN_PG) is the
+ * keyed claim it pairs with (CLAIM_KEYED_PG, checked against CockroachDB's
+ * above) without the keyed arm: the same session lock, queue list, walk and
+ * tail, and for each queue holding keyed items a row with no id, which
+ * claim.c claims under the queue's key lock.
+ */
+static void check_open_claim(const char *open, const char *keyed)
+{
+  char a[4096], b[4200];
+  ASSERT_NOT_CONTAINS(open, "busy");
+  ASSERT_NOT_CONTAINS(open, "WITH RECURSIVE");
+  between(open, "WITH s AS ", ", q AS MATERIALIZED (", a, sizeof a);
+  between(keyed, "WITH s AS ", ", c AS MATERIALIZED (", b, sizeof b);
+  ASSERT_STREQ(a, b); /* the session lock */
+  /* the queue list, keyed flag included, after the session lock */
+  between(open, "q AS MATERIALIZED (SELECT q0.name, ", " FROM s CROSS JOIN ", a,
+          sizeof a);
+  snprintf(b, sizeof b, " FROM s CROSS JOIN (SELECT q0.name, %s FROM ", a);
+  ASSERT_CONTAINS(keyed, b);
+  /* the walk: the keyed claim's arm for a queue without keyed items */
+  between(open, " CROSS JOIN LATERAL (", ") x ORDER BY ", a, sizeof a);
+  between(keyed, " CROSS JOIN LATERAL (SELECT * FROM (", ") p UNION ALL ", b,
+          sizeof b);
+  ASSERT_STREQ(a, b);
+  /* the order, the limit, the byte budget and the UPDATE */
+  between(open, ") x ORDER BY ", " SELECT id, queue, ", a, sizeof a);
+  between(keyed, ") x ORDER BY ", " SELECT id, queue, ", b, sizeof b);
+  ASSERT_STREQ(a, b);
+  /* the items in claim order, then the keyed queues: the keyed claim's
+   * columns, from u and the queue list */
+  between(keyed, " SELECT id, queue, ", " FROM u ", a, sizeof a);
+  between(open, " SELECT id, queue, ", " FROM (SELECT *, ", b, sizeof b);
+  ASSERT_STREQ(a, b);
+  between(open, " FROM (SELECT *, ", NULL, a, sizeof a);
+  ASSERT_STREQ(a, "false AS marker FROM u UNION ALL SELECT NULL, q.name,"
+                  " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+                  " true FROM q WHERE q.keyed) r ORDER BY marker,"
+                  " priority DESC, run_at");
+}
+
+/* A keyed queue's key lock: a transaction-level advisory lock on
+ * PostgreSQL, with the claim's plan settings; never sent to CockroachDB. */
+static void check_key_lock(const char *pg, const char *crdb)
+{
+  ASSERT_STREQ(crdb, "SELECT NULL WHERE false");
+  ASSERT_EQ(strncmp(pg, "SELECT pg_advisory_xact_lock(", 29), 0);
+  ASSERT_CONTAINS(pg, "hashtext($1::text))");
+  ASSERT_CONTAINS(pg, "set_config('jit', 'off', true)");
+  ASSERT_CONTAINS(pg, "set_config('plan_cache_mode', 'force_generic_plan',"
+                      " true)");
+  ASSERT_CONTAINS(pg, "set_config('synchronous_commit', CASE WHEN $2::bool");
+}
+
 /* Every statement whose text differs per engine is a claim pair or the
  * migration lock; anything else that differs is a new CockroachDB-only
  * branch without a test here. */
 static void test_branches(void)
 {
-  int claims = 0;
+  int claims = 0, opens = 0;
   for (int s = 0; s < OQ__SQL__COUNT; s++) {
     const char *crdb = oq__sql(OQ_ENGINE_COCKROACH, (oq__stmt)s);
     const char *pg = oq__sql(OQ_ENGINE_POSTGRES, (oq__stmt)s);
@@ -368,6 +422,18 @@ static void test_branches(void)
       check_ack_next(pg, crdb);
       continue;
     }
+    if (s == OQ__SQL_KEY_LOCK) {
+      check_key_lock(pg, crdb);
+      continue;
+    }
+    if (s == OQ__SQL_CLAIM || s == OQ__SQL_CLAIM_PARTS) {
+      check_open_claim(pg,
+                       oq__sql(OQ_ENGINE_POSTGRES,
+                               s == OQ__SQL_CLAIM ? OQ__SQL_CLAIM_KEYED
+                                                  : OQ__SQL_CLAIM_PARTS_KEYED));
+      opens++;
+      continue;
+    }
     if (strstr(pg, "SKIP LOCKED") && strncmp(crdb, "UPDATE ", 7) == 0) {
       check_claim_pair(pg, crdb);
       claims++;
@@ -377,7 +443,8 @@ static void test_branches(void)
              "  pg:   %s\n  crdb: %s",
              s, pg, crdb);
   }
-  ASSERT(claims >= 1);
+  ASSERT(claims >= 3); /* keyed, partitioned keyed, limited */
+  ASSERT_EQ(opens, 2);
   /* the plain claim is one of them */
   const char *crdb = oq__sql(OQ_ENGINE_COCKROACH, OQ__SQL_CLAIM);
   ASSERT(strcmp(crdb, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM)) != 0);
