@@ -230,6 +230,8 @@ typedef struct claim_memory {
   /* the keyed queues the last claim statements named (claim_acc.seen) */
   char keyed[1024];
   size_t keyed_len;
+  unsigned keyed_turns;       /* keyed_turn: keyed queues first on odd calls */
+  unsigned keyed_rot;         /* claim_keyed: which keyed queue goes first */
   void (*keyed_hook)(void *); /* test_hooks.h */
   void *keyed_hook_ud;
 } claim_memory;
@@ -423,6 +425,16 @@ static oq_err limited_body(oq_db *db, void *ud)
                          read_limits, &lim_row);
   if (e != OQ_OK || !lim_row.found)
     return e; /* no limit any more (or paused): the next claim sees it */
+  if (eng == OQ_ENGINE_POSTGRES) {
+    /* the key locks as well (keyed_stmt): while a limit is set or lifted,
+     * a claim of the queue may run on either path */
+    char last[16];
+    snprintf(last, sizeof last, "%d", OQ_PARTS_SLOTS / OQ_KEY_LOCK_SLOTS - 1);
+    const char *lock[4] = {NULL, t->queue, "0", last};
+    e = oq_db_query(db, oq__sql(eng, OQ__SQL_KEY_LOCK), 4, lock, NULL, NULL);
+    if (e != OQ_OK)
+      return e;
+  }
   size_t room = acc->cap - acc->n;
   if (lim_row.max >= 0) {
     e = oq_db_query(db, oq__sql(eng, OQ__SQL_QUEUE_RUNNING), 1, q1, read_long,
@@ -479,100 +491,101 @@ static oq_err claim_limited(oq_db *db, const oq_session *s,
 
 /*
  * Queues with keyed items (ordering keys, docs/enqueue.md), on PostgreSQL:
- * one transaction per queue that takes the queue's key lock
- * (OQ__SQL_KEY_LOCK) and then claims it (dialect.c, CLAIM_KEYED_PG). The
- * lock is taken before the claim's snapshot, so under READ COMMITTED two
- * claims that may take heads of the queue's keys never run at once, and
- * each sees what the one before it committed: no key gets two items
- * claimed around a late commit of a lower enqueue_seq. One lock per
- * transaction, taken first: a claimer holding it waits on nothing that
- * waits for it. Under SERIALIZABLE the snapshot is the transaction's and
- * predates the wait; the database aborts one of two such claims instead
- * (40001), and oq_db_transact runs it again.
+ * each claim statement of such a queue is an implicit transaction that
+ * starts with the queue's key lock (OQ__SQL_KEY_LOCK, pipelined ahead of
+ * the claim: oq__db_claim_next_locked, one round trip) and commits at its
+ * Sync. The lock is taken before the claim's snapshot, so under READ
+ * COMMITTED two claims that may take heads of the queue's keys never run
+ * at once, and each sees what the one before it committed: no key gets two
+ * items claimed around a late commit of a lower enqueue_seq. It is the
+ * transaction's only lock before the claim's own: its holder waits on
+ * nothing that waits for it. Under SERIALIZABLE the snapshot is the
+ * transaction's and predates the wait; the database aborts one of two
+ * such claims instead (40001), and the statement runs again.
  */
-typedef struct keyed_tx {
-  const oq_session *s;
-  const char *queue;
-  claim_acc *acc;
-  size_t n0;
-  int64_t taken0;
+typedef struct keyed_run {
   /* partitioned claims: the session's slot runs, then the orphans' */
   bool parts;
   const oq__slot_range *own, *orphans;
   size_t nown, first, norphan;
   int orphan_ms;
-} keyed_tx;
+} keyed_run;
 
-static oq_err keyed_stmt(oq_db *db, keyed_tx *t, const char *qarr,
-                         const oq__slot_range *r, int orphan_ms)
+/* One keyed claim statement of queue under its key lock; r: a slot run
+ * (partitioned), or NULL. */
+static oq_err keyed_stmt(oq_db *db, const oq_session *s, const char *queue,
+                         const oq__slot_range *r, int orphan_ms, claim_acc *acc)
 {
-  claim_acc *acc = t->acc;
+  const char *q1[1] = {queue};
+  char *qarr = oq__text_array(q1, 1);
+  if (!qarr)
+    return OQ_ERR_NOMEM;
   char lim[16], lo[16], hi[16], age[24], budget[24];
   snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
   budget_param(acc, budget, sizeof budget);
   oq_engine eng = oq_db_engine(db);
-  if (!r) {
-    const char *params[4] = {oq_session_id(t->s), qarr, lim, budget};
-    return oq__db_query_prepared(db, oq__sql(eng, OQ__SQL_CLAIM_KEYED), 4,
-                                 params, add_row, acc, NULL);
-  }
-  snprintf(lo, sizeof lo, "%d", r->lo);
-  snprintf(hi, sizeof hi, "%d", r->hi);
-  snprintf(age, sizeof age, "%d", orphan_ms);
-  const char *params[7] = {oq_session_id(t->s), qarr, lim, lo, hi, age, budget};
-  return oq__db_query_prepared(db, oq__sql(eng, OQ__SQL_CLAIM_PARTS_KEYED), 7,
-                               params, add_row, acc, NULL);
-}
-
-static oq_err keyed_body(oq_db *db, void *ud)
-{
-  keyed_tx *t = ud;
-  claim_acc *acc = t->acc;
-  acc_rewind(acc, t->n0, t->taken0);
-  const char *lock[2] = {t->queue, oq__db_async_commits(db) ? "true" : "false"};
-  oq_err e = oq_db_query(db, oq__sql(oq_db_engine(db), OQ__SQL_KEY_LOCK), 2,
-                         lock, NULL, NULL);
-  if (e != OQ_OK)
-    return e;
   claim_memory *m = memory(db);
   if (m && m->keyed_hook)
     m->keyed_hook(m->keyed_hook_ud);
-  const char *q1[1] = {t->queue};
-  char *qarr = oq__text_array(q1, 1);
-  if (!qarr)
-    return OQ_ERR_NOMEM;
-  if (!t->parts) {
-    e = keyed_stmt(db, t, qarr, NULL, 0);
+  char s0[16], s1[16]; /* the key lock stripes of the slots looked in */
+  snprintf(s0, sizeof s0, "%d", r ? r->lo / OQ_KEY_LOCK_SLOTS : 0);
+  snprintf(s1, sizeof s1, "%d",
+           (r ? r->hi - 1 : OQ_PARTS_SLOTS - 1) / OQ_KEY_LOCK_SLOTS);
+  const char *lock_args[3] = {queue, s0, s1};
+  oq__db_claim_next_locked(db, oq__sql(eng, OQ__SQL_KEY_LOCK), 3, lock_args);
+  oq_err e;
+  if (!r) {
+    const char *params[4] = {oq_session_id(s), qarr, lim, budget};
+    e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM_KEYED), 4,
+                                    params, add_row, acc, NULL);
   } else {
-    for (size_t i = 0; i < t->nown && acc_room(acc) && e == OQ_OK; i++)
-      e = keyed_stmt(db, t, qarr, &t->own[(t->first + i) % t->nown], 0);
-    for (size_t i = 0;
-         i < t->norphan && i < MAX_ORPHAN_RUNS && acc_room(acc) && e == OQ_OK;
-         i++)
-      e = keyed_stmt(db, t, qarr, &t->orphans[i], t->orphan_ms);
+    snprintf(lo, sizeof lo, "%d", r->lo);
+    snprintf(hi, sizeof hi, "%d", r->hi);
+    snprintf(age, sizeof age, "%d", orphan_ms);
+    const char *params[7] = {oq_session_id(s), qarr, lim, lo, hi, age, budget};
+    e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM_PARTS_KEYED),
+                                    7, params, add_row, acc, NULL);
   }
   free(qarr);
-  return e;
+  return session_gone(db, s, e);
 }
 
 /* Claim the keyed queues the claim statements left (acc->keyed), each
- * under its key lock; t0 carries the partitioned claim's slot runs. */
+ * under its key lock; run carries the partitioned claim's slot runs. */
 static oq_err claim_keyed(oq_db *db, const oq_session *s, claim_acc *acc,
-                          const keyed_tx *t0)
+                          const keyed_run *run)
 {
   oq_err e = OQ_OK;
+  /* the first one turns, so a keyed queue that always fills the claim
+   * does not starve the others */
+  claim_memory *m = memory(db);
+  size_t left = acc->nkeyed - acc->keyed_done;
+  if (m && left > 1) {
+    size_t r = m->keyed_rot++ % left;
+    char **k = acc->keyed + acc->keyed_done;
+    for (size_t i = 0; i < r; i++) { /* rotate left by one, r times */
+      char *first = k[0];
+      memmove(k, k + 1, (left - 1) * sizeof *k);
+      k[left - 1] = first;
+    }
+  }
   for (; acc->keyed_done < acc->nkeyed && e == OQ_OK && acc_room(acc);
        acc->keyed_done++) {
-    keyed_tx t = *t0;
-    t.s = s;
-    t.queue = acc->keyed[acc->keyed_done];
-    t.acc = acc;
-    t.n0 = acc->n;
-    t.taken0 = acc->taken_bytes;
-    e = session_gone(db, s, oq_db_transact(db, keyed_body, &t));
-    if (e == OQ_ERR_NOMEM)
-      acc->nomem = true;
+    const char *queue = acc->keyed[acc->keyed_done];
+    if (!run->parts) {
+      e = keyed_stmt(db, s, queue, NULL, 0, acc);
+      continue;
+    }
+    for (size_t i = 0; i < run->nown && acc_room(acc) && e == OQ_OK; i++)
+      e = keyed_stmt(db, s, queue, &run->own[(run->first + i) % run->nown], 0,
+                     acc);
+    for (size_t i = 0;
+         i < run->norphan && i < MAX_ORPHAN_RUNS && acc_room(acc) && e == OQ_OK;
+         i++)
+      e = keyed_stmt(db, s, queue, &run->orphans[i], run->orphan_ms, acc);
   }
+  if (e == OQ_ERR_NOMEM)
+    acc->nomem = true;
   return e;
 }
 
@@ -625,7 +638,7 @@ static bool keyed_turn(oq_db *db, const char *const *queues, size_t nqueues,
                        claim_acc *acc)
 {
   claim_memory *m = memory(db);
-  if (!m || m->keyed_len == 0 || (oq__claim_turn(db) & 1) == 0)
+  if (!m || m->keyed_len == 0 || (m->keyed_turns++ & 1) == 0)
     return false;
   for (size_t i = 0; i < m->keyed_len; i += strlen(m->keyed + i) + 1)
     for (size_t k = 0; k < nqueues; k++)
@@ -665,7 +678,7 @@ oq_err oq_claim_bytes(oq_db *db, const oq_session *s, const char *const *queues,
                    .budget_bytes = max_bytes > 0 ? max_bytes : 0};
   if (!acc.items)
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
-  const keyed_tx anywhere = {0};
+  const keyed_run anywhere = {0};
   if (keyed_turn(db, queues, nqueues, &acc))
     e = claim_keyed(db, s, &acc, &anywhere);
   if (e == OQ_OK && !acc.nomem && acc_room(&acc)) {
@@ -749,13 +762,13 @@ oq_err oq_parts_claim_bytes(oq_db *db, const oq_session *s, oq_parts *p,
     free(acc.items);
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   }
-  const keyed_tx parts = {.parts = true,
-                          .own = own,
-                          .nown = nown,
-                          .first = first,
-                          .orphans = orphans,
-                          .norphan = norphan,
-                          .orphan_ms = orphan_ms};
+  const keyed_run parts = {.parts = true,
+                           .own = own,
+                           .nown = nown,
+                           .first = first,
+                           .orphans = orphans,
+                           .norphan = norphan,
+                           .orphan_ms = orphan_ms};
   if (keyed_turn(db, queues, nqueues, &acc))
     e = claim_keyed(db, s, &acc, &parts);
   bool looked = false;

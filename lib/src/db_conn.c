@@ -196,11 +196,6 @@ void oq_db_set_async_commits(oq_db *db, bool on)
 {
   db->async_commits = on && db->engine == OQ_ENGINE_POSTGRES;
 }
-
-bool oq__db_async_commits(const oq_db *db)
-{
-  return db->async_commits;
-}
 /* Server NOTICEs ("relation already exists, skipping") go to the debug log,
  * not to the program's stderr. */
 static void on_notice(void *ud, const char *msg)

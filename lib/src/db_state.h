@@ -114,21 +114,26 @@ struct oq_db {
   oq_db_opts opts; /* copies of the strings below */
   char *conninfo;  /* as given; may hold a password; never printed */
   char *app_name;
-  char *secrets[2];      /* password and sslpassword from the conninfo, for
-                            scrubbing; NULL when absent */
-  char masked[1024];     /* conninfo with its passwords as *** */
-  oq_retry_policy retry; /* restarts and reconnects */
-  uint64_t rng;          /* xorshift state for jitter */
-  unsigned host_first;   /* multi-host conninfo: the host that answered
-                            last (oq_db_opts.host_hint when not shared) */
-  uint64_t restarts;     /* 40001/40P01 re-runs taken */
-  uint64_t statements;   /* statements sent on this handle, for the tests
-                            that count round trips (test_hooks.h) */
-  bool async_commits;    /* oq_db_set_async_commits: single statements
-                            outside a transaction carry synchronous_commit =
-                            off */
-  bool claim_next;       /* oq__db_claim_next: the next single statement is
-                            a claim, planned without JIT (PostgreSQL) */
+  char *secrets[2];       /* password and sslpassword from the conninfo, for
+                             scrubbing; NULL when absent */
+  char masked[1024];      /* conninfo with its passwords as *** */
+  oq_retry_policy retry;  /* restarts and reconnects */
+  uint64_t rng;           /* xorshift state for jitter */
+  unsigned host_first;    /* multi-host conninfo: the host that answered
+                             last (oq_db_opts.host_hint when not shared) */
+  uint64_t restarts;      /* 40001/40P01 re-runs taken */
+  uint64_t statements;    /* statements sent on this handle, for the tests
+                             that count round trips (test_hooks.h) */
+  bool async_commits;     /* oq_db_set_async_commits: single statements
+                             outside a transaction carry synchronous_commit =
+                             off */
+  bool claim_next;        /* oq__db_claim_next: the next single statement is
+                             a claim, planned without JIT (PostgreSQL) */
+  const char *claim_lock; /* oq__db_claim_next_locked: the lock statement
+                             sent ahead of that claim, instead of the
+                             settings alone; NULL: none */
+  const char *const *claim_lock_args; /* its $2.. (the caller's) */
+  int claim_lock_nargs;
   void *slots[OQ__DB_SLOT__COUNT]; /* other modules' per-connection
                                       memory (oq__db_slot): freed here */
   oq_err last;                     /* last error code */

@@ -59,8 +59,16 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
   bool idle = PQtransactionStatus(db->conn) == PQTRANS_IDLE;
   bool claim = db->claim_next && idle;
   db->claim_next = false;
+  /* oq__db_claim_next_locked: the lock statement sets the claim's settings
+   * (and the commit's, from $1) itself */
+  const char *lock = claim ? db->claim_lock : NULL;
+  const char *lock_params[4] = {db->async_commits ? "async" : "sync"};
+  int nlock = lock ? 1 + db->claim_lock_nargs : 0;
+  for (int i = 1; i < nlock && i < 4; i++)
+    lock_params[i] = db->claim_lock_args[i - 1];
   const char *prelude =
       db->tx == OQ__DB_TX_BEGIN_OWED ? "BEGIN"
+      : lock                         ? lock
       : db->async_commits && idle && claim
           ? "SELECT set_config('synchronous_commit', 'off', true),"
             " " CLAIM_SETTINGS
@@ -75,7 +83,9 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
   if (!PQenterPipelineMode(db->conn))
     return NULL; /* still pending: the caller's rollback clears it */
   db->tx = OQ__DB_TX_NONE;
-  if (!PQsendQueryParams(db->conn, prelude, 0, NULL, NULL, NULL, NULL, 0) ||
+  bool locking = lock && prelude == lock;
+  if (!PQsendQueryParams(db->conn, prelude, locking ? nlock : 0, NULL,
+                         locking ? lock_params : NULL, NULL, NULL, 0) ||
       !send_stmt(db, sql, nparams, types, params, name) ||
       !PQpipelineSync(db->conn)) {
     /* nothing can have committed; a half-sent pipeline is unusable */
@@ -239,27 +249,55 @@ static uint64_t policy_now(const oq_retry_policy *p)
   return p->now_ms ? p->now_ms(p->ctx) : oq_monotonic_ms();
 }
 
+/* oq__db_claim_next_locked inside a transaction (or with its BEGIN still
+ * owed), where no prelude goes with the claim: the locks as a statement of
+ * their own first, held to the transaction's end, changing no setting of
+ * the transaction ($1 NULL); under READ COMMITTED the claim's statement
+ * snapshot comes after them all the same. */
+static oq_err lock_in_transaction(oq_db *db)
+{
+  const char *lock = db->claim_lock;
+  if (!lock || !db->conn ||
+      (db->tx != OQ__DB_TX_BEGIN_OWED &&
+       PQtransactionStatus(db->conn) == PQTRANS_IDLE))
+    return OQ_OK;
+  db->claim_lock = NULL;
+  const char *params[4] = {NULL};
+  for (int i = 0; i < db->claim_lock_nargs && i < 3; i++)
+    params[i + 1] = db->claim_lock_args[i];
+  return run_typed(db, lock, 1 + db->claim_lock_nargs, NULL, params, NULL, NULL,
+                   NULL, NULL, false);
+}
+
 static oq_err query_retry(oq_db *db, const char *sql, int nparams,
                           const char *const *params, oq_row_fn fn, void *ud,
                           long *affected, bool prepared)
 {
   uint64_t start = policy_now(&db->retry);
+  oq_err le = lock_in_transaction(db);
+  if (le != OQ_OK)
+    return le;
   bool claim = db->claim_next; /* a re-run claim is planned the same way */
   for (int attempt = 1;; attempt++) {
     db->claim_next = claim;
     oq_err e = run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
                          prepared);
     db->claim_next = false; /* even when the statement was never sent */
-    if (e != OQ_ERR_RETRY)
+    if (e != OQ_ERR_RETRY) {
+      db->claim_lock = NULL;
       return e;
+    }
     /* Inside a transaction the restart is the transaction's: rerunning the
      * statement would only meet 25P02 in the aborted one. */
-    if (db->conn && PQtransactionStatus(db->conn) != PQTRANS_IDLE)
-      return e;
-    if (policy_exhausted(&db->retry, attempt, start))
+    if ((db->conn && PQtransactionStatus(db->conn) != PQTRANS_IDLE) ||
+        policy_exhausted(&db->retry, attempt, start)) {
+      db->claim_lock = NULL;
+      if (db->conn && PQtransactionStatus(db->conn) != PQTRANS_IDLE)
+        return e;
       return oq__db_fail(db, OQ_ERR_RETRY, db->sqlstate,
                          "gave up after %d restarts (SQLSTATE %s): %s", attempt,
                          db->sqlstate, db->errmsg);
+    }
     db->restarts++;
     oq__policy_sleep(&db->retry,
                      oq_backoff_delay_ms(&db->retry, attempt, &db->rng));
@@ -269,6 +307,17 @@ static oq_err query_retry(oq_db *db, const char *sql, int nparams,
 void oq__db_claim_next(oq_db *db)
 {
   db->claim_next = db->engine == OQ_ENGINE_POSTGRES;
+  db->claim_lock = NULL;
+}
+
+void oq__db_claim_next_locked(oq_db *db, const char *lock, int nargs,
+                              const char *const *args)
+{
+  oq__db_claim_next(db);
+  db->claim_lock = db->claim_next ? lock : NULL;
+  nargs = nargs < 3 ? nargs : 3; /* the lock statement takes three */
+  db->claim_lock_nargs = nargs;
+  db->claim_lock_args = args;
 }
 
 oq_err oq__db_query_retry(oq_db *db, const char *sql, int nparams,

@@ -19,9 +19,18 @@
  * near 100,000 ready items, where compiling it took about 35 ms of a
  * 60 ms claim; its plan is an index walk that JIT does not speed up. */
 void oq__db_claim_next(oq_db *db);
-/* oq_db_set_async_commits' setting: a claim in a transaction of its own
- * asks for the same commit (claim.c, OQ__SQL_KEY_LOCK) */
-bool oq__db_async_commits(const oq_db *db);
+/* The same, and the claim's implicit transaction (the prelude, the claim,
+ * one Sync: one round trip) starts with the statement lock, whose $1 is
+ * whether the commit may skip the WAL flush (oq_db_set_async_commits) and
+ * $2.. the nargs (3) args; lock sets the claim's settings itself
+ * (OQ__CLAIM_SETTINGS). Used for a keyed queue's key locks (claim.c,
+ * OQ__SQL_KEY_LOCK): taken before the claim's snapshot, held to its commit.
+ * Inside a transaction the lock goes first as a statement of its own, with
+ * $1 NULL (no setting changes).
+ * lock and args must outlive the next oq__db_query_prepared_retry, which
+ * forgets them. */
+void oq__db_claim_next_locked(oq_db *db, const char *lock, int nargs,
+                              const char *const *args);
 
 /*
  * Run one statement as its own implicit transaction, re-running it on

@@ -288,7 +288,7 @@
 
 /*
  * A keyed queue's claim (CLAIM_KEYED_PG): both arms. On PostgreSQL it runs
- * only after the queue's key lock (OQ__SQL_KEY_LOCK, claim.c keyed_body),
+ * only after the queue's key lock (OQ__SQL_KEY_LOCK, claim.c keyed_stmt),
  * in the lock's transaction, or in a limited queue's transaction after its
  * control row's lock (CLAIM_LIMITED): either lock is taken before the
  * claim's snapshot, so under READ COMMITTED the claims that may take a
@@ -924,19 +924,41 @@ static const char migrate_lock_pg[] = "SELECT pg_advisory_lock(465793504625)";
 static const char migrate_unlock_pg[] =
     "SELECT pg_advisory_unlock(465793504625)";
 
-/* A keyed queue's key lock ($1 the queue), the first statement of the
- * transaction that claims it (claim.c, keyed_body; CLAIM_KEYED_PG): a
- * transaction-level advisory lock, released at commit or rollback, on the
- * pair (the key of "onceq" in ASCII as int4, hashtext(queue)); two queues
- * sharing a hash only share the wait. It also sets what a claim's prelude
- * sets outside a transaction (db_tx.c): no JIT, the generic plan, and, if
- * $2, a commit without waiting for the WAL flush. CockroachDB never sends
- * it: its claims do not return keyed queues for claim.c to lock. */
+/* A keyed queue's key locks, sent ahead of the queue's keyed claim in one
+ * implicit transaction (claim.c, keyed_stmt; db_tx.c,
+ * oq__db_claim_next_locked), or as a statement of its own before it in a
+ * transaction (a limited queue's, or a caller's): transaction-level
+ * advisory locks, released at commit or rollback, one per stripe of
+ * OQ_KEY_LOCK_SLOTS slots that the claim looks in ($3..$4; all of them for
+ * a claim that is not partitioned), each on the pair (0x6f6e6300, "onc"
+ * in ASCII, plus the stripe; hashtext($2), $2 the queue), taken in
+ * ascending order (generate_series's), so two claimers never wait for
+ * each other in a cycle. On PostgreSQL all of a key's items lie in one
+ * slot (the onceq_items_key_part trigger), so any two claims that could
+ * both take an item of one key share that slot's stripe, while
+ * partitioned members whose blocks lie in different stripes do not wait
+ * for each other. Two queues sharing a hash only share the wait. Only
+ * under READ COMMITTED, where each statement takes its snapshot after the
+ * locks: under SERIALIZABLE the snapshot is the transaction's and would
+ * predate the wait, so a waiter would only meet 40001 once the holder
+ * commits; there the database's own check stops two such claims. $1: the
+ * claim's prelude settings (db_tx.c): 'sync' or 'async' (a commit without
+ * waiting for the WAL flush) set no JIT and the generic plan for the
+ * claim; NULL (inside a transaction) changes nothing but the locks.
+ * CockroachDB never sends it: its claims do not name keyed queues. */
+#define UNLESS_NULL(setting, value)                                            \
+  "set_config('" setting "', CASE WHEN $1::text IS NULL THEN current_setting"  \
+  "('" setting "') ELSE '" value "' END, true)"
 static const char key_lock_pg[] =
-    "SELECT pg_advisory_xact_lock(1869505381, "
-    "hashtext($1::text)), " OQ__CLAIM_SETTINGS
-    ", set_config('synchronous_commit', CASE WHEN $2::bool"
-    " THEN 'off' ELSE current_setting('synchronous_commit') END, true)";
+    "SELECT (SELECT count(*) FROM (SELECT pg_advisory_xact_lock(1869505280 +"
+    " g.s, hashtext($2::text)) FROM generate_series($3::int, $4::int) AS g(s)"
+    " WHERE current_setting('transaction_isolation') = 'read committed') "
+    "l), " UNLESS_NULL("jit", "off") ", " UNLESS_NULL(
+        "plan_cache_mode",
+        "force_generic_plan") ", set_config('synchronous_commit', CASE WHEN"
+                              " $1::text = 'async' THEN 'off' ELSE"
+                              " current_setting('synchronous_commit') END,"
+                              " true)";
 
 const char *oq__sql(oq_engine engine, oq__stmt stmt)
 {

@@ -65,6 +65,9 @@ void oq__session_mark_ok(oq_session *s, uint64_t sent_ms);
 /* How a claim is planned on PostgreSQL (db_tx.c, where the reasons are):
  * set in the claim's transaction by its prelude, or by the key lock
  * (OQ__SQL_KEY_LOCK) for a claim inside a transaction of its own. */
+/* The slots one key lock stripe covers (dialect.c, OQ__SQL_KEY_LOCK). */
+#define OQ_KEY_LOCK_SLOTS 64
+
 #define OQ__CLAIM_SETTINGS                                                     \
   "set_config('jit', 'off', true),"                                            \
   " set_config('plan_cache_mode', 'force_generic_plan', true)"

@@ -20,9 +20,9 @@ void oq__heartbeat_pause(oq_heartbeat *hb, bool paused);
  * counts, e.g. the checks of 50 waiters (it_lib_wait_fanout). */
 uint64_t oq__db_statements(const oq_db *db);
 
-/* fn(ud) runs on db's thread each time a claim on db holds a keyed
- * queue's key lock, just before the keyed claim statement (claim.c,
- * keyed_body): a test holds a claim there. NULL: none. */
+/* fn(ud) runs on db's thread each time a claim on db is about to send a
+ * keyed queue's claim with its key lock (claim.c, keyed_stmt): a test
+ * holds a claim there. NULL: none. */
 void oq__claim_keyed_hook(oq_db *db, void (*fn)(void *ud), void *ud);
 
 #endif

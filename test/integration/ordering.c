@@ -32,6 +32,7 @@
 
 #include "oq_test.h"
 #include "sem_util.h"
+#include "internal.h" /* OQ_KEY_LOCK_SLOTS */
 #include "test_hooks.h"
 
 #define KEYS 20
@@ -207,7 +208,7 @@ static void test_late_commit(oq_db *db, const oq_session *w)
  * lower one, the key's head in its snapshot; then claim 1 goes on. In its
  * snapshot the key's head is the higher item and nothing of the key is
  * claimed. READ COMMITTED claims of keyed queues take the queue's lock
- * before their snapshot (claim.c, keyed_body), so claim 1 sees claim 2's
+ * before their snapshot (claim.c, keyed_stmt), so claim 1 sees claim 2's
  * commit and leaves the key alone; under SERIALIZABLE the database aborts
  * and the claim runs again. Either way one item of the key is claimed. */
 typedef struct late_claimer {
@@ -297,19 +298,19 @@ static void test_late_commit_race(oq_db *db, const oq_session *w)
   printf("ok two claims around a late commit take one item of the key\n");
 }
 
-/* The same race inside the keyed claims themselves: claim 1 holds the
- * queue's key lock (a test hook stops it there) and then waits on its
- * session row inside the keyed claim statement, its snapshot taken before
- * the lower enqueue_seq commits; claim 2, after that commit, must wait for
- * the key lock instead of taking the late item while claim 1 takes the
- * other one. */
+/* The same race inside the keyed claims themselves: claim 1, stopped by a
+ * test hook just before its keyed claim, goes on once the test holds its
+ * session row, takes the queue's key lock and waits on that row inside the
+ * keyed claim statement, its snapshot taken before the lower enqueue_seq
+ * commits; claim 2, after that commit, must wait for the key lock instead
+ * of taking the late item while claim 1 takes the other one. */
 typedef struct gate {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int stage; /* 1: claim 1 holds the key lock; 2: it may go on */
+  int stage; /* 1: claim 1 is about to claim a keyed queue; 2: go on */
 } gate;
 
-static void hold_at_key_lock(void *ud)
+static void hold_before_keyed(void *ud)
 {
   gate *g = ud;
   pthread_mutex_lock(&g->mu);
@@ -320,6 +321,48 @@ static void hold_at_key_lock(void *ud)
       pthread_cond_wait(&g->cv, &g->mu);
   }
   pthread_mutex_unlock(&g->mu);
+}
+
+static void wait_stage(gate *g)
+{
+  uint64_t t0 = oq_monotonic_ms();
+  pthread_mutex_lock(&g->mu);
+  while (g->stage < 1) {
+    pthread_mutex_unlock(&g->mu);
+    if (oq_monotonic_ms() - t0 > 10000)
+      OQT_FAIL("the claim never reached its keyed claim");
+    oqt_sleep_ms(5);
+    pthread_mutex_lock(&g->mu);
+  }
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void go_on(gate *g)
+{
+  pthread_mutex_lock(&g->mu);
+  g->stage = 2;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+typedef struct parts_claimer {
+  oq_db *db;
+  const oq_session *s;
+  oq_parts *p;
+  size_t n;
+  oq_err e;
+  bool done;
+} parts_claimer;
+
+static void *parts_claim(void *arg)
+{
+  parts_claimer *c = arg;
+  const char *q[1] = {"pstripe"};
+  oq_item *it = NULL;
+  c->e = oq_parts_claim(c->db, c->s, c->p, q, 1, 100, &it, &c->n);
+  oq_items_free(it, c->n);
+  __atomic_store_n(&c->done, true, __ATOMIC_RELEASE);
+  return NULL;
 }
 
 static void test_late_commit_key_lock(oq_db *db)
@@ -338,27 +381,26 @@ static void test_late_commit_key_lock(oq_db *db)
   put(late, "race2", "k", 1, 25); /* A */
   put(db, "race2", "k", 1, 25);   /* B, committed first */
   gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-  oq__claim_keyed_hook(c1, hold_at_key_lock, &g);
+  oq__claim_keyed_hook(c1, hold_before_keyed, &g);
   late_claimer a = {c1, s1, "race2", 0, OQ_OK, false};
   late_claimer b = {c2, s2, "race2", 0, OQ_OK, false};
   pthread_t ta, tb;
   ASSERT_EQ(pthread_create(&ta, NULL, late_claim, &a), 0);
-  pthread_mutex_lock(&g.mu);
-  uint64_t t0 = oq_monotonic_ms();
-  while (g.stage < 1) {
-    pthread_mutex_unlock(&g.mu);
-    if (oq_monotonic_ms() - t0 > 10000)
-      OQT_FAIL("claim 1 never took the key lock");
-    oqt_sleep_ms(5);
-    pthread_mutex_lock(&g.mu);
-  }
+  wait_stage(&g);
   ASSERT_OK(hold, oq_db_exec(hold, "BEGIN", 0, NULL, NULL));
   QEXEC(hold, "SELECT 1 FROM onceq_sessions WHERE id = $1::uuid FOR UPDATE",
         sid);
-  g.stage = 2;
-  pthread_cond_broadcast(&g.cv);
-  pthread_mutex_unlock(&g.mu);
-  wait_lock_wait(db, pid1, NULL, "claim 1"); /* in its keyed claim */
+  go_on(&g);
+  wait_lock_wait(db, pid1, NULL, "claim 1"); /* holding the key lock */
+  /* a claim that is not partitioned holds every stripe's lock (READ
+   * COMMITTED only: under SERIALIZABLE the database's check decides) */
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM pg_locks WHERE pid = $1::int"
+                  " AND locktype = 'advisory' AND granted",
+                  pid1),
+            strcmp(oqt_isolation(), "read committed") == 0
+                ? OQ_PARTS_SLOTS / OQ_KEY_LOCK_SLOTS
+                : 0);
   ASSERT_OK(late, oq_db_exec(late, "COMMIT", 0, NULL, NULL));
   ASSERT_EQ(pthread_create(&tb, NULL, late_claim, &b), 0);
   wait_lock_wait(db, pid2, &b.done, "claim 2"); /* the key lock, or done */
@@ -384,6 +426,91 @@ static void test_late_commit_key_lock(oq_db *db)
   oq_db_close(hold);
   oq_db_close(late);
   printf("ok a claim holding a queue's key lock makes the next one wait\n");
+}
+
+/* --partitioned: a keyed claim holds the key locks of its own slot run's
+ * stripes only (OQ_KEY_LOCK_SLOTS slots each), so a member whose block lies
+ * in other stripes claims its keys' heads meanwhile without waiting. READ
+ * COMMITTED only (under SERIALIZABLE no key lock is taken). */
+static void test_parts_key_lock(oq_db *db)
+{
+  if (strcmp(oqt_isolation(), "read committed") != 0)
+    return;
+  ASSERT_OK(db, oq_parts_set(db, 4));
+  oq_db *hold = oqt_connect(dsn_g);
+  oq_db *c1 = oqt_connect(dsn_g);
+  oq_db *c2 = oqt_connect(dsn_g);
+  oq_session *s1 = SEM_LONG_SESSION(c1);
+  oq_session *s2 = SEM_LONG_SESSION(c2);
+  oq_parts *p1 = NULL, *p2 = NULL;
+  ASSERT_OK(c1, oq_parts_new(NULL, &p1));
+  ASSERT_OK(c2, oq_parts_new(NULL, &p2));
+  for (int i = 0; i < 2; i++) { /* the second round gives up and takes */
+    ASSERT_OK(c1, oq_parts_rebalance(c1, s1, p1));
+    ASSERT_OK(c2, oq_parts_rebalance(c2, s2, p2));
+  }
+  size_t n1 = 0, n2 = 0, f = 0, no = 0;
+  const oq__slot_range *orph = NULL;
+  int oms = 0;
+  const oq__slot_range *r1 = oq__parts_runs(p1, &n1, &f, &orph, &no, &oms);
+  ASSERT_EQ(n1, 1); /* two of the four parts each, one block */
+  oq__slot_range run1 = r1[0];
+  (void)oq__parts_runs(p2, &n2, &f, &orph, &no, &oms);
+  ASSERT_EQ(n2, 1);
+  for (int k = 0; k < 40; k++) {
+    char key[16];
+    snprintf(key, sizeof key, "pk%d", k);
+    put(db, "pstripe", key, 2, 25);
+  }
+  char pid1[24], sid[OQ_UUID_LEN + 1];
+  snprintf(pid1, sizeof pid1, "%ld", oqt_scalar(c1, "SELECT pg_backend_pid()"));
+  oqt_copy(sid, sizeof sid, oq_session_id(s1));
+  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  oq__claim_keyed_hook(c1, hold_before_keyed, &g);
+  parts_claimer a = {c1, s1, p1, 0, OQ_OK, false};
+  pthread_t ta;
+  ASSERT_EQ(pthread_create(&ta, NULL, parts_claim, &a), 0);
+  wait_stage(&g);
+  ASSERT_OK(hold, oq_db_exec(hold, "BEGIN", 0, NULL, NULL));
+  QEXEC(hold, "SELECT 1 FROM onceq_sessions WHERE id = $1::uuid FOR UPDATE",
+        sid);
+  go_on(&g);
+  wait_lock_wait(db, pid1, NULL, "member 1");
+  ASSERT_EQ(QLONG(db,
+                  "SELECT count(*) FROM pg_locks WHERE pid = $1::int"
+                  " AND locktype = 'advisory' AND granted",
+                  pid1),
+            (run1.hi - 1) / OQ_KEY_LOCK_SLOTS - run1.lo / OQ_KEY_LOCK_SLOTS +
+                1);
+  /* member 2, in other stripes, does not wait for member 1 */
+  parts_claimer b = {c2, s2, p2, 0, OQ_OK, false};
+  pthread_t tb;
+  ASSERT_EQ(pthread_create(&tb, NULL, parts_claim, &b), 0);
+  uint64_t t0 = oq_monotonic_ms();
+  while (!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE)) {
+    if (oq_monotonic_ms() - t0 > 10000)
+      OQT_FAIL("member 2 waited for member 1's key locks");
+    oqt_sleep_ms(5);
+  }
+  ASSERT_OK(hold, oq_db_exec(hold, "ROLLBACK", 0, NULL, NULL));
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  ASSERT_OK(c1, a.e);
+  ASSERT_OK(c2, b.e);
+  ASSERT(a.n > 0 && b.n > 0);
+  ASSERT_EQ(a.n + b.n, 40); /* every key's head, once */
+  oq__claim_keyed_hook(c1, NULL, NULL);
+  QEXEC(db, "DELETE FROM onceq_items WHERE queue = $1", "pstripe");
+  oq_parts_free(p1);
+  oq_parts_free(p2);
+  ASSERT_OK(c1, oq_session_end(c1, s1));
+  ASSERT_OK(c2, oq_session_end(c2, s2));
+  oq_session_free(s1);
+  oq_session_free(s2);
+  oq_db_close(c2);
+  oq_db_close(c1);
+  oq_db_close(hold);
+  printf("ok a partitioned keyed claim locks its own stripes only\n");
 }
 
 /* A claim over a queue without keys that always fills it and a keyed
@@ -758,6 +885,7 @@ int main(void)
   test_enqueue_api(db, w);
   test_key_front(db, w);
   test_key_mixed(db, w);
+  test_parts_key_lock(db);
 
   ASSERT_OK(db, oq_session_end(db, w));
   oq_session_free(w);

@@ -395,12 +395,22 @@ static void check_open_claim(const char *open, const char *keyed)
 static void check_key_lock(const char *pg, const char *crdb)
 {
   ASSERT_STREQ(crdb, "SELECT NULL WHERE false");
-  ASSERT_EQ(strncmp(pg, "SELECT pg_advisory_xact_lock(", 29), 0);
-  ASSERT_CONTAINS(pg, "hashtext($1::text))");
-  ASSERT_CONTAINS(pg, "set_config('jit', 'off', true)");
-  ASSERT_CONTAINS(pg, "set_config('plan_cache_mode', 'force_generic_plan',"
-                      " true)");
-  ASSERT_CONTAINS(pg, "set_config('synchronous_commit', CASE WHEN $2::bool");
+  ASSERT_EQ(strncmp(pg, "SELECT (SELECT count(*) FROM (SELECT", 36), 0);
+  ASSERT_CONTAINS(pg, "pg_advisory_xact_lock(1869505280 + g.s,"
+                      " hashtext($2::text)) FROM generate_series($3::int,"
+                      " $4::int) AS g(s) WHERE current_setting("
+                      "'transaction_isolation') = 'read committed') l)");
+  /* the claim's settings (db_tx.c, OQ__CLAIM_SETTINGS), unless $1 is NULL */
+  ASSERT_CONTAINS(pg, "set_config('jit', CASE WHEN $1::text IS NULL THEN"
+                      " current_setting('jit') ELSE 'off' END, true)");
+  ASSERT_CONTAINS(pg, "set_config('plan_cache_mode', CASE WHEN $1::text IS"
+                      " NULL THEN current_setting('plan_cache_mode') ELSE"
+                      " 'force_generic_plan' END, true)");
+  ASSERT_CONTAINS(pg, "set_config('synchronous_commit', CASE WHEN $1::text ="
+                      " 'async' THEN 'off' ELSE");
+  ASSERT_CONTAINS(OQ__CLAIM_SETTINGS, "'jit', 'off'");
+  ASSERT_CONTAINS(OQ__CLAIM_SETTINGS,
+                  "'plan_cache_mode', 'force_generic_plan'");
 }
 
 /* Every statement whose text differs per engine is a claim pair or the
