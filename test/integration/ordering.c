@@ -211,6 +211,7 @@ static void test_late_commit(oq_db *db, const oq_session *w)
  * before their snapshot (claim.c, keyed_stmt), so claim 1 sees claim 2's
  * commit and leaves the key alone; under SERIALIZABLE the database aborts
  * and the claim runs again. Either way one item of the key is claimed. */
+/* One claim on its own thread: oq_claim, or oq_parts_claim with p. */
 typedef struct late_claimer {
   oq_db *db;
   const oq_session *s;
@@ -218,6 +219,7 @@ typedef struct late_claimer {
   size_t n;
   oq_err e;
   bool done;
+  oq_parts *p;
 } late_claimer;
 
 static void *late_claim(void *arg)
@@ -225,7 +227,8 @@ static void *late_claim(void *arg)
   late_claimer *c = arg;
   const char *q[1] = {c->queue};
   oq_item *it = NULL;
-  c->e = oq_claim(c->db, c->s, q, 1, 10, &it, &c->n);
+  c->e = c->p ? oq_parts_claim(c->db, c->s, c->p, q, 1, 100, &it, &c->n)
+              : oq_claim(c->db, c->s, q, 1, 10, &it, &c->n);
   oq_items_free(it, c->n);
   __atomic_store_n(&c->done, true, __ATOMIC_RELEASE);
   return NULL;
@@ -263,7 +266,7 @@ static void test_late_commit_race(oq_db *db, const oq_session *w)
   ASSERT_OK(hold, oq_db_exec(hold, "BEGIN", 0, NULL, NULL));
   QEXEC(hold, "SELECT 1 FROM onceq_sessions WHERE id = $1::uuid FOR UPDATE",
         sid);
-  late_claimer c = {c1, s1, "race", 0, OQ_OK, false};
+  late_claimer c = {c1, s1, "race", 0, OQ_OK, false, NULL};
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, late_claim, &c), 0);
   /* claim 1 waits on its session row: its snapshot predates A's commit */
@@ -345,26 +348,6 @@ static void go_on(gate *g)
   pthread_mutex_unlock(&g->mu);
 }
 
-typedef struct parts_claimer {
-  oq_db *db;
-  const oq_session *s;
-  oq_parts *p;
-  size_t n;
-  oq_err e;
-  bool done;
-} parts_claimer;
-
-static void *parts_claim(void *arg)
-{
-  parts_claimer *c = arg;
-  const char *q[1] = {"pstripe"};
-  oq_item *it = NULL;
-  c->e = oq_parts_claim(c->db, c->s, c->p, q, 1, 100, &it, &c->n);
-  oq_items_free(it, c->n);
-  __atomic_store_n(&c->done, true, __ATOMIC_RELEASE);
-  return NULL;
-}
-
 static void test_late_commit_key_lock(oq_db *db)
 {
   oq_db *late = oqt_connect(dsn_g);
@@ -382,8 +365,8 @@ static void test_late_commit_key_lock(oq_db *db)
   put(db, "race2", "k", 1, 25);   /* B, committed first */
   gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
   oq__claim_keyed_hook(c1, hold_before_keyed, &g);
-  late_claimer a = {c1, s1, "race2", 0, OQ_OK, false};
-  late_claimer b = {c2, s2, "race2", 0, OQ_OK, false};
+  late_claimer a = {c1, s1, "race2", 0, OQ_OK, false, NULL};
+  late_claimer b = {c2, s2, "race2", 0, OQ_OK, false, NULL};
   pthread_t ta, tb;
   ASSERT_EQ(pthread_create(&ta, NULL, late_claim, &a), 0);
   wait_stage(&g);
@@ -467,9 +450,9 @@ static void test_parts_key_lock(oq_db *db)
   oqt_copy(sid, sizeof sid, oq_session_id(s1));
   gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
   oq__claim_keyed_hook(c1, hold_before_keyed, &g);
-  parts_claimer a = {c1, s1, p1, 0, OQ_OK, false};
+  late_claimer a = {c1, s1, "pstripe", 0, OQ_OK, false, p1};
   pthread_t ta;
-  ASSERT_EQ(pthread_create(&ta, NULL, parts_claim, &a), 0);
+  ASSERT_EQ(pthread_create(&ta, NULL, late_claim, &a), 0);
   wait_stage(&g);
   ASSERT_OK(hold, oq_db_exec(hold, "BEGIN", 0, NULL, NULL));
   QEXEC(hold, "SELECT 1 FROM onceq_sessions WHERE id = $1::uuid FOR UPDATE",
@@ -483,9 +466,9 @@ static void test_parts_key_lock(oq_db *db)
             (run1.hi - 1) / OQ_KEY_LOCK_SLOTS - run1.lo / OQ_KEY_LOCK_SLOTS +
                 1);
   /* member 2, in other stripes, does not wait for member 1 */
-  parts_claimer b = {c2, s2, p2, 0, OQ_OK, false};
+  late_claimer b = {c2, s2, "pstripe", 0, OQ_OK, false, p2};
   pthread_t tb;
-  ASSERT_EQ(pthread_create(&tb, NULL, parts_claim, &b), 0);
+  ASSERT_EQ(pthread_create(&tb, NULL, late_claim, &b), 0);
   uint64_t t0 = oq_monotonic_ms();
   while (!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE)) {
     if (oq_monotonic_ms() - t0 > 10000)
