@@ -10,7 +10,11 @@
  *  - a lower enqueue_seq committed after a higher one was claimed waits
  *    until that one is acknowledged (never two of one key at once), with
  *    no index of the claimed keys (schema v9); also when the two claims
- *    run at once around that commit;
+ *    run at once around that commit, held there by the test: the claims
+ *    of a keyed queue take its key locks first (READ COMMITTED), only
+ *    their own stripes when partitioned, first as a statement of their own
+ *    inside a caller's transaction; a keyed queue is not starved by an
+ *    unkeyed one that fills every claim;
  *  - a keyed item's part is the key's hash (--partitioned: one part owns
  *    the key), and the partitioned claim (oq_parts_claim) takes heads
  *    only, also for a key whose items lie in different parts;
@@ -496,6 +500,48 @@ static void test_parts_key_lock(oq_db *db)
   printf("ok a partitioned keyed claim locks its own stripes only\n");
 }
 
+/* oq_claim inside the caller's transaction: the key locks go first as a
+ * statement of their own (db_tx.c, lock_in_transaction), held to the
+ * caller's commit, and change none of its settings. */
+typedef struct tx_claim {
+  const oq_session *s;
+  size_t n;
+  long locks;
+  char jit[16];
+} tx_claim;
+
+static oq_err claim_in_tx(oq_db *db, void *ud)
+{
+  tx_claim *t = ud;
+  const char *q[1] = {"txq"};
+  oq_item *it = NULL;
+  oq_err e = oq_claim(db, t->s, q, 1, 10, &it, &t->n);
+  oq_items_free(it, t->n);
+  if (e != OQ_OK)
+    return e;
+  t->locks = oqt_scalar(db, "SELECT count(*) FROM pg_locks WHERE pid ="
+                            " pg_backend_pid() AND locktype = 'advisory'");
+  QTEXT(db, t->jit, "SELECT current_setting($1)", "jit");
+  return OQ_OK;
+}
+
+static void test_claim_in_transaction(oq_db *db, const oq_session *w)
+{
+  put(db, "txq", "a", 2, 25);
+  put(db, "txq", "b", 2, 25);
+  char jit[16] = "";
+  QTEXT(db, jit, "SELECT current_setting($1)", "jit");
+  tx_claim t = {w, 0, -1, ""};
+  ASSERT_OK(db, oq_db_transact(db, claim_in_tx, &t));
+  ASSERT_EQ(t.n, 2); /* one head per key */
+  ASSERT_EQ(t.locks, strcmp(oqt_isolation(), "read committed") == 0
+                         ? OQ_PARTS_SLOTS / OQ_KEY_LOCK_SLOTS
+                         : 0);
+  ASSERT_STREQ(t.jit, jit); /* the caller's settings untouched */
+  QEXEC(db, "DELETE FROM onceq_items WHERE queue = $1", "txq");
+  printf("ok a keyed claim inside a transaction takes its locks first\n");
+}
+
 /* A claim over a queue without keys that always fills it and a keyed
  * queue: the keyed one, claimed in its own transaction after the others
  * (claim.c, claim_keyed), still gets the first pick every other call. */
@@ -862,6 +908,7 @@ int main(void)
   test_late_commit_race(db, w);
   test_late_commit_key_lock(db);
   test_keyed_not_starved(db, w);
+  test_claim_in_transaction(db, w);
   test_parts(db);
   test_workers(db);
   test_parts_claim(db);
