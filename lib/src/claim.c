@@ -278,13 +278,15 @@ static bool claim_per_queue(oq_db *db, size_t nqueues)
   return nqueues > 1 && oq__claim_per_queue(db);
 }
 
+/* *all: every queue had its statement (the claim did not fill first). */
 static oq_err claim_each_queue(oq_db *db, const oq_session *s,
                                const char *const *queues, size_t nqueues,
-                               claim_acc *acc)
+                               claim_acc *acc, bool *all)
 {
   size_t first = oq__claim_turn(db) % nqueues;
   oq_err e = OQ_OK;
-  for (size_t i = 0; i < nqueues && acc_room(acc) && e == OQ_OK; i++) {
+  size_t i = 0;
+  for (; i < nqueues && acc_room(acc) && e == OQ_OK; i++) {
     const char *one[1] = {queues[(first + i) % nqueues]};
     char *qarr = oq__text_array(one, 1);
     if (!qarr) {
@@ -294,6 +296,7 @@ static oq_err claim_each_queue(oq_db *db, const oq_session *s,
     e = claim_stmt(db, s, qarr, acc);
     free(qarr);
   }
+  *all = i == nqueues;
   return e;
 }
 
@@ -638,23 +641,43 @@ static bool keyed_turn(oq_db *db, const char *const *queues, size_t nqueues,
                        claim_acc *acc)
 {
   claim_memory *m = memory(db);
-  if (!m || m->keyed_len == 0 || (m->keyed_turns++ & 1) == 0)
+  if (!m || m->keyed_len == 0)
     return false;
   for (size_t i = 0; i < m->keyed_len; i += strlen(m->keyed + i) + 1)
     for (size_t k = 0; k < nqueues; k++)
       if (strcmp(m->keyed + i, queues[k]) == 0)
         add_keyed(acc, queues[k]);
+  if (acc->nkeyed > 0 && (++m->keyed_turns & 1) == 0)
+    keyed_free(acc); /* the others' turn; the statements name them again */
   return acc->nkeyed > 0;
 }
 
-/* Remember the keyed queues this call's claim statements named. */
-static void keyed_remember(oq_db *db, const claim_acc *acc)
+/* Remember the keyed queues this call's claim statements named: all of
+ * them when a statement covered every queue asked for (exact), else added
+ * to those remembered (a queue whose statement did not run this time may
+ * still be keyed). */
+static void keyed_remember(oq_db *db, const claim_acc *acc, bool exact)
 {
   claim_memory *m = memory(db);
   if (!m)
     return;
-  memcpy(m->keyed, acc->seen, acc->seen_len);
-  m->keyed_len = acc->seen_len;
+  if (exact) {
+    memcpy(m->keyed, acc->seen, acc->seen_len);
+    m->keyed_len = acc->seen_len;
+    return;
+  }
+  for (size_t i = 0; i < acc->seen_len; i += strlen(acc->seen + i) + 1) {
+    const char *q = acc->seen + i;
+    bool known = false;
+    for (size_t k = 0; k < m->keyed_len && !known;
+         k += strlen(m->keyed + k) + 1)
+      known = strcmp(m->keyed + k, q) == 0;
+    size_t len = strlen(q) + 1;
+    if (!known && len <= sizeof m->keyed - m->keyed_len) {
+      memcpy(m->keyed + m->keyed_len, q, len);
+      m->keyed_len += len;
+    }
+  }
 }
 
 oq_err oq_claim(oq_db *db, const oq_session *s, const char *const *queues,
@@ -682,8 +705,9 @@ oq_err oq_claim_bytes(oq_db *db, const oq_session *s, const char *const *queues,
   if (keyed_turn(db, queues, nqueues, &acc))
     e = claim_keyed(db, s, &acc, &anywhere);
   if (e == OQ_OK && !acc.nomem && acc_room(&acc)) {
+    bool exact = true;
     if (claim_per_queue(db, nqueues)) {
-      e = claim_each_queue(db, s, queues, nqueues, &acc);
+      e = claim_each_queue(db, s, queues, nqueues, &acc, &exact);
     } else {
       char *qarr = oq__text_array(queues, nqueues);
       if (qarr)
@@ -693,7 +717,7 @@ oq_err oq_claim_bytes(oq_db *db, const oq_session *s, const char *const *queues,
       free(qarr);
     }
     if (e == OQ_OK)
-      keyed_remember(db, &acc);
+      keyed_remember(db, &acc, exact);
   }
   if (e == OQ_OK && !acc.nomem)
     e = claim_keyed(db, s, &acc, &anywhere);
@@ -779,8 +803,8 @@ oq_err oq_parts_claim_bytes(oq_db *db, const oq_session *s, oq_parts *p,
        i < norphan && i < MAX_ORPHAN_RUNS && acc_room(&acc) && e == OQ_OK; i++)
     e = claim_range(db, s, qarr, &orphans[i], orphan_ms, &acc);
   free(qarr);
-  if (e == OQ_OK && looked)
-    keyed_remember(db, &acc);
+  if (e == OQ_OK && looked) /* each range's statement names every queue */
+    keyed_remember(db, &acc, true);
   if (e == OQ_OK && !acc.nomem)
     e = claim_keyed(db, s, &acc, &parts);
   keyed_free(&acc);
