@@ -27,7 +27,6 @@ typedef struct claim_acc {
    * in NUL: remembered for the next call (claim_memory) */
   char seen[1024];
   size_t seen_len;
-  bool seen_overflow;
 } claim_acc;
 
 /* Room for another statement: items left, and bytes left under a budget. */
@@ -134,11 +133,11 @@ static oq_err add_row(void *ud, int ncols, const char *const *v)
   claim_acc *a = ud;
   if (ncols >= 2 && !v[0] && v[1]) { /* a keyed queue, not an item */
     add_keyed(a, v[1]);
-    size_t len = strlen(v[1]) + 1;
-    if (len > sizeof a->seen - a->seen_len)
-      a->seen_overflow = true;
-    else
-      memcpy(a->seen + a->seen_len, v[1], len), a->seen_len += len;
+    size_t len = strlen(v[1]) + 1; /* one that does not fit is not kept */
+    if (len <= sizeof a->seen - a->seen_len) {
+      memcpy(a->seen + a->seen_len, v[1], len);
+      a->seen_len += len;
+    }
     return OQ_OK;
   }
   if (ncols < 8 || a->n >= a->cap)
@@ -187,19 +186,47 @@ static oq_err session_gone(oq_db *db, const oq_session *s, oq_err e)
 }
 
 /* Run the claim statement for the queues in qarr, appending to acc. */
+/* One claim statement for the queues in qarr, appending to acc: anywhere,
+ * or in the slot run r (partitioned; orphan_ms its age). With lock_args
+ * (queue, first and last stripe) it is a keyed queue's claim, sent after
+ * its key locks (keyed_stmt). */
+static oq_err claim_in(oq_db *db, const oq_session *s, const char *qarr,
+                       const oq__slot_range *r, int orphan_ms, claim_acc *acc,
+                       const char *const *lock_args)
+{
+  char lim[16], lo[16], hi[16], age[24], budget[24];
+  snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
+  budget_param(acc, budget, sizeof budget);
+  oq_engine eng = oq_db_engine(db);
+  bool crdb = eng == OQ_ENGINE_COCKROACH;
+  if (lock_args)
+    oq__db_claim_next_locked(db, oq__sql(eng, OQ__SQL_KEY_LOCK), 3, lock_args);
+  else
+    oq__db_claim_next(db);
+  oq_err e;
+  if (!r) {
+    const char *params[4] = {oq_session_id(s), qarr, lim, budget};
+    e = oq__db_query_prepared_retry(
+        db, oq__sql(eng, lock_args ? OQ__SQL_CLAIM_KEYED : OQ__SQL_CLAIM),
+        crdb ? 3 : 4, params, add_row, acc, NULL);
+  } else {
+    snprintf(lo, sizeof lo, "%d", r->lo);
+    snprintf(hi, sizeof hi, "%d", r->hi);
+    snprintf(age, sizeof age, "%d", orphan_ms);
+    const char *params[7] = {oq_session_id(s), qarr, lim, lo, hi, age, budget};
+    e = oq__db_query_prepared_retry(db,
+                                    oq__sql(eng, lock_args
+                                                     ? OQ__SQL_CLAIM_PARTS_KEYED
+                                                     : OQ__SQL_CLAIM_PARTS),
+                                    crdb ? 6 : 7, params, add_row, acc, NULL);
+  }
+  return session_gone(db, s, e);
+}
+
 static oq_err claim_stmt(oq_db *db, const oq_session *s, const char *qarr,
                          claim_acc *acc)
 {
-  char lim[16], budget[24];
-  snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
-  budget_param(acc, budget, sizeof budget);
-  const char *params[4] = {oq_session_id(s), qarr, lim, budget};
-  oq_engine eng = oq_db_engine(db);
-  oq__db_claim_next(db);
-  oq_err e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM),
-                                         eng == OQ_ENGINE_COCKROACH ? 3 : 4,
-                                         params, add_row, acc, NULL);
-  return session_gone(db, s, e);
+  return claim_in(db, s, qarr, NULL, 0, acc, NULL);
 }
 
 /*
@@ -523,10 +550,6 @@ static oq_err keyed_stmt(oq_db *db, const oq_session *s, const char *queue,
   char *qarr = oq__text_array(q1, 1);
   if (!qarr)
     return OQ_ERR_NOMEM;
-  char lim[16], lo[16], hi[16], age[24], budget[24];
-  snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
-  budget_param(acc, budget, sizeof budget);
-  oq_engine eng = oq_db_engine(db);
   claim_memory *m = memory(db);
   if (m && m->keyed_hook)
     m->keyed_hook(m->keyed_hook_ud);
@@ -535,22 +558,9 @@ static oq_err keyed_stmt(oq_db *db, const oq_session *s, const char *queue,
   snprintf(s1, sizeof s1, "%d",
            (r ? r->hi - 1 : OQ_PARTS_SLOTS - 1) / OQ_KEY_LOCK_SLOTS);
   const char *lock_args[3] = {queue, s0, s1};
-  oq__db_claim_next_locked(db, oq__sql(eng, OQ__SQL_KEY_LOCK), 3, lock_args);
-  oq_err e;
-  if (!r) {
-    const char *params[4] = {oq_session_id(s), qarr, lim, budget};
-    e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM_KEYED), 4,
-                                    params, add_row, acc, NULL);
-  } else {
-    snprintf(lo, sizeof lo, "%d", r->lo);
-    snprintf(hi, sizeof hi, "%d", r->hi);
-    snprintf(age, sizeof age, "%d", orphan_ms);
-    const char *params[7] = {oq_session_id(s), qarr, lim, lo, hi, age, budget};
-    e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM_PARTS_KEYED),
-                                    7, params, add_row, acc, NULL);
-  }
+  oq_err e = claim_in(db, s, qarr, r, orphan_ms, acc, lock_args);
   free(qarr);
-  return session_gone(db, s, e);
+  return e;
 }
 
 /* Claim the keyed queues the claim statements left (acc->keyed), each
@@ -733,19 +743,7 @@ static oq_err claim_range(oq_db *db, const oq_session *s, const char *qarr,
                           const oq__slot_range *r, int orphan_ms,
                           claim_acc *acc)
 {
-  char lim[16], lo[16], hi[16], age[24], budget[24];
-  snprintf(lim, sizeof lim, "%zu", acc->cap - acc->n);
-  snprintf(lo, sizeof lo, "%d", r->lo);
-  snprintf(hi, sizeof hi, "%d", r->hi);
-  snprintf(age, sizeof age, "%d", orphan_ms);
-  budget_param(acc, budget, sizeof budget);
-  const char *params[7] = {oq_session_id(s), qarr, lim, lo, hi, age, budget};
-  oq_engine eng = oq_db_engine(db);
-  oq__db_claim_next(db);
-  oq_err e = oq__db_query_prepared_retry(db, oq__sql(eng, OQ__SQL_CLAIM_PARTS),
-                                         eng == OQ_ENGINE_COCKROACH ? 6 : 7,
-                                         params, add_row, acc, NULL);
-  return session_gone(db, s, e);
+  return claim_in(db, s, qarr, r, orphan_ms, acc, NULL);
 }
 
 oq_err oq_parts_claim(oq_db *db, const oq_session *s, oq_parts *p,

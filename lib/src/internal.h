@@ -62,12 +62,13 @@ void oq__session_mark_ok(oq_session *s, uint64_t sent_ms);
 
 /* ---- dialect.c: all SQL text, per engine ------------------------------ */
 
-/* How a claim is planned on PostgreSQL (db_tx.c, where the reasons are):
- * set in the claim's transaction by its prelude, or by the key lock
- * (OQ__SQL_KEY_LOCK) for a claim inside a transaction of its own. */
 /* The slots one key lock stripe covers (dialect.c, OQ__SQL_KEY_LOCK). */
 #define OQ_KEY_LOCK_SLOTS 64
 
+/* How a claim is planned on PostgreSQL (db_tx.c, where the reasons are),
+ * set in the claim's transaction by its prelude; the key lock sets the
+ * same values itself (dialect.c, OQ__SQL_KEY_LOCK; unit_lib_dialect_crdb
+ * checks they agree). */
 #define OQ__CLAIM_SETTINGS                                                     \
   "set_config('jit', 'off', true),"                                            \
   " set_config('plan_cache_mode', 'force_generic_plan', true)"
@@ -143,7 +144,7 @@ typedef enum oq__stmt {
   OQ__SQL_QUEUE_RATE_TAKE,
   OQ__SQL_QUEUE_SET_RATE,
   OQ__SQL_CLAIM_LIMITED,
-  /* a keyed queue's claim under its key lock (claim.c, keyed_body) */
+  /* a keyed queue's claim under its key locks (claim.c, keyed_stmt) */
   OQ__SQL_KEY_LOCK,
   OQ__SQL_CLAIM_KEYED,
   OQ__SQL_CLAIM_PARTS_KEYED,
