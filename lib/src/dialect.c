@@ -575,6 +575,33 @@ static const char release_orphans_crdb[] =
     " AND NOT EXISTS (SELECT 1 FROM onceq_sessions s"
     " WHERE s.id = onceq_items.claim)) o WHERE i.claim = o.c";
 
+/*
+ * oq_enqueue_many: one statement for a JSON array of payloads ($1), the
+ * other parameters as OQ__SQL_ENQUEUE's, $7 the field that holds each
+ * item's unique key (NULL: none), $8 the one that holds its ordering key
+ * (NULL, or absent from an element: $9, the ordering key of every item, or
+ * none). The elements' ordering_key column follows ORDER BY ord, so
+ * enqueue_seq is array order. new_id in a MATERIALIZED CTE gives each
+ * element its id before the insert, so the RETURNING rows map back to
+ * elements (ord) even when ON CONFLICT skips some. It is the column's own
+ * DEFAULT: PostgreSQL's time-ordered onceq_item_id() (schema v10),
+ * CockroachDB's random gen_random_uuid().
+ */
+#define ENQUEUE_MANY(new_id)                                                   \
+  "WITH src AS MATERIALIZED ("                                                 \
+  " SELECT " new_id " AS id, t.ord, t.x"                                       \
+  " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(x, ord)),"       \
+  " ins AS (INSERT INTO onceq_items (id, queue, payload, priority,"            \
+  " run_at, max_attempts, unique_key, ordering_key)"                           \
+  " SELECT id, $2::text, x, $3::int,"                                          \
+  " coalesce($4::timestamptz,"                                                 \
+  " now() + $5::int8 * interval '1 millisecond'),"                             \
+  " $6::int, x ->> $7::text, coalesce(x ->> $8::text, $9::text)"               \
+  " FROM src ORDER BY ord"                                                     \
+  " ON CONFLICT (unique_key) DO NOTHING RETURNING id)"                         \
+  " SELECT src.ord, src.id::text FROM src JOIN ins ON ins.id = src.id"         \
+  " ORDER BY src.ord"
+
 static const char *const shared[OQ__SQL__COUNT] = {
     /* Reconciling an ambiguous ack: an item that is gone was acknowledged
      * unless it is in onceq_dead (dead-lettered meanwhile) or has a
@@ -627,29 +654,6 @@ static const char *const shared[OQ__SQL__COUNT] = {
         " now() + $5::int8 * interval '1 millisecond'), $6::int, $7::text,"
         " $8::text)"
         " ON CONFLICT (unique_key) DO NOTHING RETURNING id::text",
-    /* oq_enqueue_many: one statement for a JSON array of payloads ($1),
-     * the other parameters as OQ__SQL_ENQUEUE's, $7 the field that holds
-     * each item's unique key (NULL: none), $8 the one that holds its
-     * ordering key (NULL, or absent from an element: $9, the ordering key
-     * of every item, or none). The elements' ordering_key column follows
-     * ORDER BY ord, so enqueue_seq is array order. gen_random_uuid() in a
-     * MATERIALIZED CTE gives each element its id before the insert, so
-     * the RETURNING rows map back to elements (ord) even when ON CONFLICT
-     * skips some. */
-    [OQ__SQL_ENQUEUE_MANY] =
-        "WITH src AS MATERIALIZED ("
-        " SELECT gen_random_uuid() AS id, t.ord, t.x"
-        " FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS t(x, ord)),"
-        " ins AS (INSERT INTO onceq_items (id, queue, payload, priority,"
-        " run_at, max_attempts, unique_key, ordering_key)"
-        " SELECT id, $2::text, x, $3::int,"
-        " coalesce($4::timestamptz,"
-        " now() + $5::int8 * interval '1 millisecond'),"
-        " $6::int, x ->> $7::text, coalesce(x ->> $8::text, $9::text)"
-        " FROM src ORDER BY ord"
-        " ON CONFLICT (unique_key) DO NOTHING RETURNING id)"
-        " SELECT src.ord, src.id::text FROM src JOIN ins ON ins.id = src.id"
-        " ORDER BY src.ord",
     [OQ__SQL_ENQUEUE_FIND_KEY] =
         "SELECT id::text FROM onceq_items WHERE unique_key = $1::text",
     /* ---- cancel (cancel.c): $1 the ids (uuid[]) ----
@@ -976,6 +980,9 @@ const char *oq__sql(oq_engine engine, oq__stmt stmt)
     return crdb ? claim_parts_crdb : claim_parts_keyed_pg;
   case OQ__SQL_KEY_LOCK:
     return crdb ? "SELECT NULL WHERE false" : key_lock_pg;
+  case OQ__SQL_ENQUEUE_MANY:
+    return crdb ? ENQUEUE_MANY("gen_random_uuid()")
+                : ENQUEUE_MANY("onceq_item_id()");
   case OQ__SQL_RELEASE_ORPHANS:
     return crdb ? release_orphans_crdb : release_orphans_pg;
   case OQ__SQL_ACK_NEXT:

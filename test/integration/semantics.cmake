@@ -27,6 +27,8 @@ oq_add_test(it_lib_payload_limit LABEL integration TIMEOUT 60
 # make (issue 24: the library owns the queue's writes).
 oq_add_test(it_lib_operator_calls LABEL integration TIMEOUT 60
             SOURCES operator_calls.c)
+# Default item ids are version 7 UUIDs, growing with time (schema v10).
+oq_add_test(it_lib_item_ids LABEL integration TIMEOUT 60 SOURCES item_ids.c)
 # The calls `onceq schedule` and the coordinator's leader make on their
 # own tables: schedules, the lease, the webhook's marks (issue 24).
 oq_add_test(it_lib_coord_calls LABEL integration TIMEOUT 60

@@ -413,6 +413,22 @@ static void check_key_lock(const char *pg, const char *crdb)
                   "'plan_cache_mode', 'force_generic_plan'");
 }
 
+/* oq_enqueue_many's ids are each engine's DEFAULT for onceq_items.id
+ * (schema v10): time-ordered on PostgreSQL, random on CockroachDB, where
+ * ordered keys would make one range take every enqueue; the rest of the
+ * text is one. */
+static void check_enqueue_many(const char *pg, const char *crdb)
+{
+  ASSERT_CONTAINS(pg, " SELECT onceq_item_id() AS id, t.ord, t.x");
+  ASSERT_CONTAINS(crdb, " SELECT gen_random_uuid() AS id, t.ord, t.x");
+  const char *pt = strstr(pg, " AS id, t.ord");
+  const char *ct = strstr(crdb, " AS id, t.ord");
+  ASSERT_STREQ(pt, ct);
+  ASSERT_EQ((long)(pt - pg) - (long)strlen("onceq_item_id()"),
+            (long)(ct - crdb) - (long)strlen("gen_random_uuid()"));
+  ASSERT_EQ(strncmp(pg, crdb, (size_t)(strstr(pg, "onceq_item_id") - pg)), 0);
+}
+
 /* Every statement whose text differs per engine is a claim pair or the
  * migration lock; anything else that differs is a new CockroachDB-only
  * branch without a test here. */
@@ -434,6 +450,10 @@ static void test_branches(void)
     }
     if (s == OQ__SQL_KEY_LOCK) {
       check_key_lock(pg, crdb);
+      continue;
+    }
+    if (s == OQ__SQL_ENQUEUE_MANY) {
+      check_enqueue_many(pg, crdb);
       continue;
     }
     if (s == OQ__SQL_CLAIM || s == OQ__SQL_CLAIM_PARTS) {

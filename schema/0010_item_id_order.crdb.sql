@@ -1,0 +1,6 @@
+-- onceq schema v10, CockroachDB VARIANT of 0010_item_id_order.pg.sql:
+-- nothing changes. Item ids stay random (gen_random_uuid()): CockroachDB
+-- splits a table into ranges by primary key, and ids that grow with time
+-- would send every enqueue to the last range. Cockroach Labs "strongly
+-- recommends using UUIDv4" for that reason (docs "UUID": other versions
+-- "will require performance testing to avoid hotspots").
