@@ -196,6 +196,14 @@ int main(void)
     oq_item twice[2] = {it[0], it[0]};
     ASSERT_ERR(OQ_ERR_INVALID,
                oq_ack_many_sql(db, s, twice, 2, LEDGER_SQL, NULL, res));
+    ASSERT_CONTAINS(oq_db_errmsg(db), it[0].id);
+    /* wherever the second copy is (the ids are sorted to find it) */
+    oq_item apart[4] = {it[2], it[0], it[1], it[2]};
+    oq_ack_result res4[4];
+    ASSERT_ERR(OQ_ERR_INVALID,
+               oq_ack_many_sql(db, s, apart, 4, LEDGER_SQL, NULL, res4));
+    ASSERT_CONTAINS(oq_db_errmsg(db), "is in the batch twice");
+    ASSERT_CONTAINS(oq_db_errmsg(db), it[2].id);
     ASSERT_EQ(QEXEC(admin, "DELETE FROM onceq_items WHERE queue = $1", "self"),
               3);
     oq_items_free(it, n);
