@@ -48,6 +48,9 @@ GRANT UPDATE (keep_result) ON onceq_items TO onceq_producer;
 -- coordinator (onceq requeue, schedules) insert items.
 GRANT USAGE ON SEQUENCE onceq_items_enqueue_seq TO onceq_producer,
   onceq_coordinator;
+-- and the id's default (schema v10) calls onceq_item_id(): PUBLIC may run
+-- a new function unless a database revoked that, so say it here too.
+GRANT EXECUTE ON FUNCTION onceq_item_id() TO onceq_producer, onceq_coordinator;
 
 -- worker
 GRANT SELECT, INSERT, UPDATE, DELETE ON onceq_sessions TO onceq_worker;

@@ -37,6 +37,10 @@ drop_roles() {
 }
 trap 'rc=$?; drop_roles; (exit $rc); oq_cleanup' EXIT
 
+# A hardened database takes EXECUTE on functions away from PUBLIC: the
+# grants must still let producers and the coordinator use the id's
+# default (onceq_item_id(), schema v10).
+oq_q "REVOKE EXECUTE ON FUNCTION onceq_item_id() FROM PUBLIC" >/dev/null
 # The grants, as the owner (the superuser that migrated), twice: idempotent.
 for run in 1 2; do
   psql "$ADMIN_URL" -X -q -v ON_ERROR_STOP=1 -f "$GRANTS_SQL" \
