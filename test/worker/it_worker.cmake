@@ -30,6 +30,10 @@ oq_add_script_test(NAME it_worker_short_claim_wake SCRIPT it_short_claim_wake.sh
                    TIMEOUT 90 ${_n})
 oq_add_script_test(NAME it_worker_pg_restart SCRIPT it_pg_restart.sh
                    TIMEOUT 150 RUN_SERIAL ${_n})
+# A --exec claim is durable before its child starts: a server crash does
+# not hand the item to another worker while the child runs.
+oq_add_script_test(NAME it_worker_exec_claim_crash SCRIPT it_exec_claim_crash.sh
+                   TIMEOUT 120 RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_notify SCRIPT it_notify.sh TIMEOUT 60
                    RUN_SERIAL ${_n})
 oq_add_script_test(NAME it_worker_bad_flags SCRIPT it_bad_flags.sh TIMEOUT 60 ${_n})

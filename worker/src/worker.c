@@ -207,15 +207,22 @@ static void wait_for_items(wk *w, oq_db *listen_db, int ms, int ours,
 }
 
 /*
- * Claims commit without waiting for the WAL flush (PostgreSQL
- * synchronous_commit = off, this connection only). A claim lost in a server
- * crash only leaves its items unclaimed again; the ack's claim check then
- * rejects the old session, so no acknowledgement depends on a claim's
- * durability. Acks and failures keep synchronous commits on their own
- * connections, and their flush covers every earlier claim anyway.
+ * A --sql worker's claims commit without waiting for the WAL flush
+ * (PostgreSQL synchronous_commit = off, this connection only). A claim lost
+ * in a server crash only leaves its items unclaimed again; the ack's claim
+ * check then rejects the old session, so no acknowledgement depends on a
+ * claim's durability, and the handler's writes, which commit with the ack,
+ * roll back with it. Acks and failures keep synchronous commits on their
+ * own connections, and their flush covers every earlier claim anyway.
+ * --exec and --http act outside the database: there a lost claim would let
+ * another worker start the item while this one still runs it (one item,
+ * or one ordering key, twice at once), so their claims wait for the flush
+ * (it_worker_exec_claim_crash).
  */
-static void relax_claim_commits(oq_db *db)
+static void relax_claim_commits(const wk *w, oq_db *db)
 {
+  if (!w->cfg->handler || !w->cfg->handler->handle)
+    return;
   /* through a pooler a session SET would reach other clients' server
    * connections: the claims carry it themselves instead */
   if (oq_db_pooled(db))
@@ -609,7 +616,7 @@ static loop_state on_db_down(wk *w, loop *l)
     return DB_DOWN;
   }
   OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL, "database reachable again");
-  relax_claim_commits(l->db);
+  relax_claim_commits(w, l->db);
   oq_db_close(l->listen_db);
   l->polling = polls_only(w, l->db);
   l->listen_db = l->polling ? NULL : open_listener(w);
@@ -671,7 +678,7 @@ static loop_state on_rejoining(wk *w, loop *l)
     return REJOINING;
   }
   OQ_LOG(OQ_LOG_INFO, sid_of(w), NULL, "registered a new session");
-  relax_claim_commits(l->db);
+  relax_claim_commits(w, l->db);
   l->next_sweep_ms = wk_now_ms() + (uint64_t)w->cfg->session_expiry_ms;
   l->sweep_why = NULL; /* a new session holds nothing yet */
   return RUNNING;
@@ -703,7 +710,7 @@ static int run_loop(wk *w, oq_db *db, cm_signal_count *signals)
   l.next_sweep_ms = wk_now_ms() + (uint64_t)cfg->session_expiry_ms;
   if (part_claims_init(cfg, &l.pc) != OQ_OK)
     return 1;
-  relax_claim_commits(db);
+  relax_claim_commits(w, db);
   l.listen_db = l.polling ? NULL : open_listener(w);
   while (l.st != DONE) {
     drain_listener(l.listen_db);

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# it_exec_claim_crash.sh: a --exec worker's claim survives a server crash.
+# Its handler acts outside the database, so the claim must be durable
+# before the child starts: PostgreSQL crashes (pg_ctl -m immediate, which
+# loses every commit not yet flushed to the WAL) while the item's child
+# runs; after the restart the item is still claimed by the worker's
+# session, and a second worker started then never starts it. Before, the
+# claims committed with synchronous_commit = off: a crash right after a
+# claim put its item back as ready, and another worker ran it beside the
+# first (chaos_worker_flow, seed 2036850390; docs/design.md section 3).
+# Restarts the shared test server, so ctest runs it with RUN_SERIAL; skips
+# (77) without ONCEQ_TEST_PGDATA (an external --dsn).
+source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
+if [ -z "${ONCEQ_TEST_PGDATA:-}" ] || [ -z "${ONCEQ_TEST_PGBIN:-}" ]; then
+  echo "SKIP: ONCEQ_TEST_PGDATA/ONCEQ_TEST_PGBIN unset (external database?)" >&2
+  exit 77
+fi
+oq_setup execcrash
+
+pg_ctl_crash_restart() {
+  local args=("$ONCEQ_TEST_PGBIN/pg_ctl" -D "$ONCEQ_TEST_PGDATA" -m immediate
+    -w -t 60 restart)
+  [ -n "${ONCEQ_TEST_PGLOG:-}" ] && args+=(-l "$ONCEQ_TEST_PGLOG")
+  if [ -n "${ONCEQ_TEST_PGOSUSER:-}" ]; then
+    (cd / && runuser -u "$ONCEQ_TEST_PGOSUSER" -- "${args[@]}")
+  else
+    (cd / && "${args[@]}")
+  fi
+}
+
+# The WAL writer flushes asynchronous commits every wal_writer_delay
+# (200 ms by default): made long here, so that only the claim's own commit
+# can make it durable before the crash, and put back however the test ends.
+writer_delay() {
+  oq_sql "ALTER SYSTEM $1" >/dev/null && oq_sql "SELECT pg_reload_conf()" >/dev/null
+}
+trap 'rc=$?; writer_delay "RESET wal_writer_delay" || true; (exit $rc); oq_cleanup' EXIT
+writer_delay "SET wal_writer_delay = '10s'"
+
+STARTS=$OQ_TMP/starts.txt
+printf '#!/bin/sh\ncat >/dev/null\necho "start $1" >>"%s"\nsleep 8\n' \
+  "$STARTS" >"$OQ_TMP/slow.sh"
+chmod +x "$OQ_TMP/slow.sh"
+: >"$STARTS"
+oq_sql "INSERT INTO onceq_items (payload) VALUES ('{}')" >/dev/null
+
+# A long heartbeat interval: a heartbeat's commit flushes the WAL, the
+# claim's with it; here only the claim's own commit may make it durable.
+oq_worker_start A --concurrency 1 --heartbeat-interval 10s \
+  --session-expiry 60s --poll-interval 200ms --exec "$OQ_TMP/slow.sh"
+wa=$OQ_LAST_PID
+# the crash follows the child's start as closely as the test can
+for _ in $(seq 1 3000); do [ -s "$STARTS" ] && break; sleep 0.01; done
+[ -s "$STARTS" ] || oq_fail "A did not start the item within 30 s"
+out=$(pg_ctl_crash_restart 2>&1) || oq_fail "pg_ctl restart failed: $out"
+oq_log "crashed and restarted PostgreSQL while A's child ran"
+sess=$(oq_sql "SELECT id FROM onceq_sessions WHERE pid = $wa")
+[ -n "$sess" ] || oq_fail "A's session row did not survive the crash"
+oq_check "the item's claim after the crash" \
+  "$(oq_sql "SELECT coalesce(claim::text, 'none') FROM onceq_items")" "$sess"
+
+oq_worker_start B --concurrency 1 --heartbeat-interval 500ms \
+  --session-expiry 5s --poll-interval 200ms --exec "$OQ_TMP/slow.sh"
+wb=$OQ_LAST_PID
+# B polls every 200 ms: 3 s is 15 chances to start the item beside A
+sleep 3
+oq_check "A still running" "$(oq_alive "$wa" && echo yes || echo no)" yes
+oq_check "starts of the item" "$(wc -l <"$STARTS")" 1
+oq_wait_until 60 "the item acknowledged" oq_all_done
+oq_check "starts of the item after its ack" "$(wc -l <"$STARTS")" 1
+oq_stop "$wa" 15
+oq_check "A's exit code after SIGTERM" "$OQ_RC" 0
+oq_stop "$wb" 15
+oq_check "B's exit code after SIGTERM" "$OQ_RC" 0
+oq_log "PASS"
