@@ -39,6 +39,14 @@ CREATE OR REPLACE FUNCTION onceq_item_id() RETURNS uuid
     * 1000)::bigint) FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
 $$;
 ALTER TABLE onceq_items ALTER COLUMN id SET DEFAULT onceq_item_id();
-DROP INDEX IF EXISTS onceq_items_ready;
-CREATE INDEX IF NOT EXISTS onceq_items_ready
-  ON onceq_items (queue, priority DESC, run_at, enqueue_seq, part) WHERE claim IS NULL;
+-- Rebuilt only when it lacks enqueue_seq: a second run changes nothing.
+DO $$
+BEGIN
+  IF position('enqueue_seq' IN coalesce(pg_get_indexdef(
+      to_regclass('onceq_items_ready')), '')) = 0 THEN
+    DROP INDEX IF EXISTS onceq_items_ready;
+    CREATE INDEX onceq_items_ready ON onceq_items
+      (queue, priority DESC, run_at, enqueue_seq, part) WHERE claim IS NULL;
+  END IF;
+END
+$$;

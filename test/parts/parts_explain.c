@@ -1,7 +1,8 @@
 /*
  * parts_explain.c: on PostgreSQL, the partitioned claim (the exact text
  * the library sends, dialect.c) is an index range scan: EXPLAIN shows the
- * partial index onceq_items_ready (queue, part, priority DESC, run_at)
+ * partial index onceq_items_ready (queue, priority DESC, run_at,
+ * enqueue_seq, part)
  * WHERE claim IS NULL used with a range condition on part, for a block of
  * 4 of 12 parts over 20,000 ready items, read in claim order (no Sort
  * right above it). Prints both claims' plans.
