@@ -35,7 +35,9 @@ drop_roles() {
     -c "DROP ROLE IF EXISTS $W_ROLE" -c "DROP ROLE IF EXISTS $C_ROLE" \
     >/dev/null 2>&1 || true
 }
-trap 'rc=$?; drop_roles; (exit $rc); oq_cleanup' EXIT
+# without errexit: the harness sets -e, and `(exit $rc)` would end the
+# trap before oq_cleanup stops what the test started
+trap 'rc=$?; set +e; drop_roles; (exit $rc); oq_cleanup' EXIT
 
 # A hardened database takes EXECUTE on functions away from PUBLIC: the
 # grants must still let producers and the coordinator use the id's

@@ -31,11 +31,16 @@ pg_ctl_crash_restart() {
 # The WAL writer flushes asynchronous commits every wal_writer_delay
 # (200 ms by default): made long here, so that only the claim's own commit
 # can make it durable before the crash, and put back however the test ends.
+# The trap runs without errexit (the harness sets -e, and `(exit $rc)`
+# would end the trap before oq_cleanup stops the workers) and with
+# oq_psql_retry, which returns its status instead of failing the test.
 writer_delay() {
-  oq_sql "ALTER SYSTEM $1" >/dev/null && oq_sql "SELECT pg_reload_conf()" >/dev/null
+  oq_psql_retry "$OQ_PSQL" "$OQ_DSN" "ALTER SYSTEM $1" &&
+    oq_psql_retry "$OQ_PSQL" "$OQ_DSN" "SELECT pg_reload_conf()"
 }
-trap 'rc=$?; writer_delay "RESET wal_writer_delay" || true; (exit $rc); oq_cleanup' EXIT
-writer_delay "SET wal_writer_delay = '10s'"
+trap 'rc=$?; set +e; writer_delay "RESET wal_writer_delay"; (exit $rc); oq_cleanup' EXIT
+writer_delay "SET wal_writer_delay = '10s'" ||
+  oq_fail "ALTER SYSTEM SET wal_writer_delay failed: $OQ_PSQL_OUT"
 
 STARTS=$OQ_TMP/starts.txt
 printf '#!/bin/sh\ncat >/dev/null\necho "start $1" >>"%s"\nsleep 8\n' \
