@@ -185,7 +185,6 @@ static oq_err session_gone(oq_db *db, const oq_session *s, oq_err e)
                      oq_session_id(s));
 }
 
-/* Run the claim statement for the queues in qarr, appending to acc. */
 /* One claim statement for the queues in qarr, appending to acc: anywhere,
  * or in the slot run r (partitioned; orphan_ms its age). With lock_args
  * (queue, first and last stripe) it is a keyed queue's claim, sent after

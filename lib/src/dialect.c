@@ -373,12 +373,13 @@ static const char claim_crdb[] =
  * longer than $6 ms" ($6 = 0 for the session's own parts). Claimers in
  * different blocks never lock, or predicate-lock, each other's rows:
  *  - PostgreSQL walks onceq_items_ready (queue, priority DESC, run_at,
- *    enqueue_seq, part; schema v10) per queue in claim order, like the claim
- * above, with the slot range as an Index Cond on the last key: other blocks'
- * entries are skipped inside the index, without a heap visit, and the scan
- * stops after $3 rows. (With part as the second key the range would be
- *    contiguous, but every claim would read and sort its whole block:
- *    16 ms instead of 0.4 ms per claim at 20,000 ready items, 8 sessions.)
+ *    enqueue_seq, part; schema v10) per queue in claim order, like the
+ *    claim above, with the slot range as an Index Cond on the last key:
+ *    other blocks' entries are skipped inside the index, without a heap
+ *    visit, and the scan stops after $3 rows. (With part as the second key
+ *    the range would be contiguous, but every claim would read and sort its
+ *    whole block: 16 ms instead of 0.4 ms per claim at 20,000 ready items,
+ *    8 sessions.)
  *  - CockroachDB scans its own span of onceq_items_part_ready (queue, part,
  *    priority DESC, run_at): sessions' spans are disjoint, so a claim never
  *    meets another block's intents.

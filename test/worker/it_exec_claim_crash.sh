@@ -11,22 +11,8 @@
 # Restarts the shared test server, so ctest runs it with RUN_SERIAL; skips
 # (77) without ONCEQ_TEST_PGDATA (an external --dsn).
 source "$(dirname "${BASH_SOURCE[0]}")/../harness/oq_harness.sh"
-if [ -z "${ONCEQ_TEST_PGDATA:-}" ] || [ -z "${ONCEQ_TEST_PGBIN:-}" ]; then
-  echo "SKIP: ONCEQ_TEST_PGDATA/ONCEQ_TEST_PGBIN unset (external database?)" >&2
-  exit 77
-fi
+oq_need_pgctl
 oq_setup execcrash
-
-pg_ctl_crash_restart() {
-  local args=("$ONCEQ_TEST_PGBIN/pg_ctl" -D "$ONCEQ_TEST_PGDATA" -m immediate
-    -w -t 60 restart)
-  [ -n "${ONCEQ_TEST_PGLOG:-}" ] && args+=(-l "$ONCEQ_TEST_PGLOG")
-  if [ -n "${ONCEQ_TEST_PGOSUSER:-}" ]; then
-    (cd / && runuser -u "$ONCEQ_TEST_PGOSUSER" -- "${args[@]}")
-  else
-    (cd / && "${args[@]}")
-  fi
-}
 
 # The WAL writer flushes asynchronous commits every wal_writer_delay
 # (200 ms by default): made long here, so that only the claim's own commit
@@ -57,7 +43,8 @@ wa=$OQ_LAST_PID
 # the crash follows the child's start as closely as the test can
 for _ in $(seq 1 3000); do [ -s "$STARTS" ] && break; sleep 0.01; done
 [ -s "$STARTS" ] || oq_fail "A did not start the item within 30 s"
-out=$(pg_ctl_crash_restart 2>&1) || oq_fail "pg_ctl restart failed: $out"
+oq_pg_stop
+oq_pg_start
 oq_log "crashed and restarted PostgreSQL while A's child ran"
 sess=$(oq_sql "SELECT id FROM onceq_sessions WHERE pid = $wa")
 [ -n "$sess" ] || oq_fail "A's session row did not survive the crash"
