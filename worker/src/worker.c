@@ -555,7 +555,9 @@ static loop_state on_running(wk *w, loop *l, cm_signal_count *signals)
     wk_wait_slot(w, 1000);
     return RUNNING;
   }
-  l->empty_claims = got > 0 ? 0 : l->empty_claims + 1;
+  /* capped: a worker that is not draining counts too, for as long as it
+   * runs, and the wait stops growing at the fourth */
+  l->empty_claims = got > 0 ? 0 : l->empty_claims < 4 ? l->empty_claims + 1 : 4;
   int64_t got_bytes = 0;
   int gating = gating_before;
   for (size_t i = 0; i < got; i++) {
