@@ -9,8 +9,11 @@
  * head has failed (last_error set) and is not running: everything behind
  * it waits until the head succeeds or is dead-lettered (strict order).
  *
- * DISTINCT ON walks onceq_items_key_order (queue, ordering_key,
- * enqueue_seq) once; the waiting count is one more probe of it per key.
+ * One pass over the keyed rows (onceq_items_key_order): DISTINCT ON
+ * keeps each key's head, and the waiting count is a window over the same
+ * rows, so no statement probes a key by (queue, ordering_key), which is
+ * not a prefix of that index on PostgreSQL (schema v11: queue, part,
+ * ordering_key, enqueue_seq) and is on CockroachDB.
  */
 #include <math.h>
 #include <string.h>
@@ -25,11 +28,10 @@ static const char keys_sql[] =
     " WHEN h.attempts >= h.max_attempts THEN 'exhausted'"
     " WHEN h.run_at > now() THEN 'retrying' ELSE 'ready' END,"
     " extract(epoch from h.run_at - now())::float8,"
-    " (SELECT count(*) FROM onceq_items w WHERE w.queue = h.queue"
-    " AND w.ordering_key = h.ordering_key) - 1,"
-    " h.last_error, h.enqueue_seq"
+    " h.n - 1, h.last_error, h.enqueue_seq"
     " FROM (SELECT DISTINCT ON (queue, ordering_key) id, queue, ordering_key,"
-    " attempts, max_attempts, claim, run_at, last_error, enqueue_seq"
+    " attempts, max_attempts, claim, run_at, last_error, enqueue_seq,"
+    " count(*) OVER (PARTITION BY queue, ordering_key) AS n"
     " FROM onceq_items WHERE ordering_key IS NOT NULL"
     " AND ($1::text IS NULL OR queue = $1::text)"
     " ORDER BY queue, ordering_key, enqueue_seq) h"

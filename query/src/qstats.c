@@ -74,13 +74,19 @@ static const char SQL_DIED_60S[] =
 
 /* Blocked keys per queue: the failed, unclaimed keyed items (the partial
  * index onceq_items_key_failed, schema v7) with no earlier item of their
- * key, i.e. failed heads: the keys `onceq keys --blocked` lists. */
-static const char SQL_BLOCKED[] =
-    "SELECT queue, count(*) FROM (SELECT f.queue FROM onceq_items f"
-    " WHERE f.ordering_key IS NOT NULL AND f.last_error IS NOT NULL"
-    " AND f.claim IS NULL AND NOT EXISTS (SELECT 1 FROM onceq_items e"
-    " WHERE e.queue = f.queue AND e.ordering_key = f.ordering_key"
-    " AND e.enqueue_seq < f.enqueue_seq) LIMIT " CAP1 ") b GROUP BY queue";
+ * key, i.e. failed heads: the keys `onceq keys --blocked` lists. The probe
+ * for an earlier item is one descent of onceq_items_key_order, whose
+ * columns differ by engine: (queue, part, ordering_key, enqueue_seq) on
+ * PostgreSQL (schema v11: a key's items share one part there), (queue,
+ * ordering_key, enqueue_seq) on CockroachDB (a key may span parts). */
+#define SQL_BLOCKED(same_part)                                                 \
+  "SELECT queue, count(*) FROM (SELECT f.queue FROM onceq_items f"             \
+  " WHERE f.ordering_key IS NOT NULL AND f.last_error IS NOT NULL"             \
+  " AND f.claim IS NULL AND NOT EXISTS (SELECT 1 FROM onceq_items e"           \
+  " WHERE e.queue = f.queue" same_part " AND e.ordering_key = f.ordering_key"  \
+  " AND e.enqueue_seq < f.enqueue_seq) LIMIT " CAP1 ") b GROUP BY queue"
+static const char SQL_BLOCKED_PG[] = SQL_BLOCKED(" AND e.part = f.part");
+static const char SQL_BLOCKED_CRDB[] = SQL_BLOCKED("");
 
 static const char SQL_TOP_PRIORITY[] =
     "SELECT max(priority) FROM onceq_items WHERE claim IS NULL AND queue = $1";
@@ -335,7 +341,10 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
   if (e == OQ_OK && out->history)
     e = grouped(db, SQL_DONE_60S, &ns, &done);
   if (e == OQ_OK) /* its queues have unclaimed items: already named */
-    e = grouped(db, SQL_BLOCKED, &ns, &blocked);
+    e = grouped(db,
+                oq_db_engine(db) == OQ_ENGINE_COCKROACH ? SQL_BLOCKED_CRDB
+                                                        : SQL_BLOCKED_PG,
+                &ns, &blocked);
   if (e != OQ_OK)
     goto out;
 

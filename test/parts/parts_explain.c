@@ -5,7 +5,10 @@
  * enqueue_seq, part)
  * WHERE claim IS NULL used with a range condition on part, for a block of
  * 4 of 12 parts over 20,000 ready items, read in claim order (no Sort
- * right above it). Prints both claims' plans.
+ * right above it). A keyed queue's partitioned claim walks the key heads
+ * of its own slots only: the loose scan of onceq_items_key_order (queue,
+ * part, ordering_key, enqueue_seq; schema v11) has the slot range in its
+ * Index Cond. Prints the claims' plans.
  */
 #include "internal.h"
 #include "oq_test.h"
@@ -115,6 +118,24 @@ int main(void)
   pv[5] = "30000";
   explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_PARTS), 7, pv, &p);
   check_range_scan(&p);
+
+  /* a keyed queue: 2,000 items on 200 keys; the loose scan's first
+   * descent starts at the block's first slot, and every next one stops at
+   * its end (the custom plan shows the values) */
+  oqt_exec(db, "INSERT INTO onceq_items (queue, payload, ordering_key)"
+               " SELECT 'keyed', jsonb_build_object('n', g), 'k' || (g % 200)"
+               " FROM generate_series(1, 2000) g");
+  oqt_exec(db, "ANALYZE onceq_items");
+  pv[1] = "{keyed}";
+  pv[5] = "0";
+  explain(db, oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_PARTS_KEYED), 7, pv,
+          &p);
+  printf("--- partitioned keyed claim, parts [4,8) of 12:\n%s", p.text);
+  ASSERT_CONTAINS(p.text, "onceq_items_key_order");
+  ASSERT_CONTAINS(p.text, "(part >= 342) AND (part < 683)");
+  ASSERT_CONTAINS(p.text,
+                  "(ROW(part, ordering_key) > ROW(h.part, h.ordering_key))"
+                  " AND (part < 683)");
 
   /* for comparison: the unpartitioned claim */
   const char *pu[4] = {oq_session_id(s), "{default}", "8", "67108864"};

@@ -190,9 +190,10 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
       " AND (ctl.paused OR ctl.max_running IS NOT NULL"
       " OR ctl.rate_limit IS NOT NULL))";
   /* PostgreSQL's queue list also says whether each queue holds a keyed
-   * item (q.keyed), which picks one of two arms per queue */
+   * item (q.keyed), which picks one of two arms per queue: min() of the
+   * keyed index's second column, part (schema v11) */
   static const char keyed_q[] =
-      " FROM s CROSS JOIN (SELECT q0.name, (SELECT min(k0.ordering_key) FROM"
+      " FROM s CROSS JOIN (SELECT q0.name, (SELECT min(k0.part) FROM"
       " onceq_items"
       " k0 WHERE k0.queue = q0.name AND k0.ordering_key IS NOT NULL)"
       " IS NOT NULL AS keyed FROM ";
@@ -233,18 +234,19 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
    * it locks, on the loose scan's heads (h) and on the front walk (f),
    * which keep KEY_HEAD's meaning: no claimed item of the key (a hashed
    * NOT IN of the queue's claimed keys, read once into busy: schema v9)
-   * and no earlier item */
+   * and no earlier item (of the part a key's items share: schema v11) */
   char want[8192];
   snprintf(want, sizeof want,
            " FROM onceq_items WHERE q.keyed AND %s AND id = ANY (ARRAY(WITH"
            " busy AS MATERIALIZED (SELECT k.ordering_key FROM onceq_items k"
            " WHERE k.claim IS NOT NULL AND k.queue = q.name AND"
            " k.ordering_key IS NOT NULL), f AS MATERIALIZED (SELECT f0.id"
-           " FROM (SELECT id, queue, ordering_key, enqueue_seq FROM"
+           " FROM (SELECT id, queue, part, ordering_key, enqueue_seq FROM"
            " onceq_items WHERE %s AND ordering_key IS NOT NULL ORDER BY"
            " priority DESC, run_at LIMIT $3::int) f0 WHERE f0.ordering_key"
            " NOT IN (SELECT b.ordering_key FROM busy b) AND NOT EXISTS"
            " (SELECT 1 FROM onceq_items k WHERE k.queue = f0.queue"
+           " AND k.part = f0.part"
            " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT"
            " NULL AND k.enqueue_seq < f0.enqueue_seq)) SELECT f.id FROM f"
            " UNION ALL SELECT kh.id FROM (WITH RECURSIVE h AS (",

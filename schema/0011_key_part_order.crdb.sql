@@ -1,0 +1,6 @@
+-- onceq schema v11, CockroachDB VARIANT of 0011_key_part_order.pg.sql:
+-- nothing changes. CockroachDB has no trigger that gives a key's items one
+-- slot, so a key may span parts there, and its claims probe
+-- onceq_items_key_order (queue, ordering_key, enqueue_seq) across parts
+-- (lib/src/dialect.c, KEY_HEAD). Producers that use --partitioned should
+-- still set part from the key themselves (docs/cockroachdb.md).

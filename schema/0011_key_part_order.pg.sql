@@ -1,0 +1,66 @@
+-- onceq schema v11 (PostgreSQL): a key's slot is the same on every server
+-- version, and the keyed index leads with it. Idempotent, like v1; it
+-- depends on v5 (ordering keys) and on no migration after it.
+--
+-- onceq_items_key_order was (queue, ordering_key, enqueue_seq). A
+-- --partitioned worker owns a run of slots, yet the loose scan of a keyed
+-- claim (lib/src/dialect.c, KEY_HEADS) walked every key of the queue: 999
+-- descents, most of an empty claim's time, for a worker whose slots hold a
+-- quarter of the keys. With part as the second column the scan walks only
+-- the keys in the worker's run, and a claim that is not partitioned walks
+-- every (part, key) pair, one per key as before. Measured on the four-worker
+-- --partitioned ledger drain (docs/benchmarks.md, "The keyed index leads
+-- with the slot (session 19)").
+--
+-- Every probe of one key (the next-item statement, the front walk's "no
+-- earlier item", `onceq keys`, the blocked count) then names the key's
+-- part, so all items of one queue and key must share one part, on
+-- PostgreSQL always (CockroachDB keeps v5's index and its probes look
+-- across parts: 0011_key_part_order.crdb.sql). Three things keep it:
+--  - onceq_key_slot(key) is a hash of the key's md5, a documented
+--    function whose result never changes; hashtext, which v5 used, is an
+--    internal function that PostgreSQL has changed between major versions
+--    (8.3 to 8.4) and says not to rely on (pgsql-hackers, "Document
+--    hashtext() and Friends?", 2012), so after such an upgrade a key's old
+--    and new items would have had different slots;
+--  - the trigger sets part on INSERT and now also on an UPDATE that names
+--    ordering_key or part (a claim names neither, so it pays nothing);
+--  - the keyed rows already queued get their new slot below (an UPDATE of
+--    every keyed row, once). A slot only decides which worker looks for
+--    an item: a claimed item stays claimed and is acknowledged by its own
+--    claim-checked DELETE, whichever slot it moves to.
+-- The index is rebuilt once (pg_get_indexdef names part). Both steps take
+-- locks until the migration commits (lib/src/migrate.c): apply it when the
+-- fleet is quiet, as any migration.
+CREATE OR REPLACE FUNCTION onceq_key_slot(k text) RETURNS integer
+  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ('x' || substr(md5(k), 1, 8))::bit(32)::integer & 1023
+$$;
+
+CREATE OR REPLACE FUNCTION onceq_key_part() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.part := onceq_key_slot(NEW.ordering_key);
+  RETURN NEW;
+END
+$$;
+DROP TRIGGER IF EXISTS onceq_items_key_part ON onceq_items;
+CREATE TRIGGER onceq_items_key_part
+  BEFORE INSERT OR UPDATE OF ordering_key, part ON onceq_items
+  FOR EACH ROW WHEN (NEW.ordering_key IS NOT NULL)
+  EXECUTE FUNCTION onceq_key_part();
+
+DO $$
+BEGIN
+  IF position('part' IN coalesce(pg_get_indexdef(
+      to_regclass('onceq_items_key_order')), '')) = 0 THEN
+    DROP INDEX IF EXISTS onceq_items_key_order;
+    UPDATE onceq_items SET part = onceq_key_slot(ordering_key)
+      WHERE ordering_key IS NOT NULL
+      AND part IS DISTINCT FROM onceq_key_slot(ordering_key);
+    CREATE INDEX onceq_items_key_order
+      ON onceq_items (queue, part, ordering_key, enqueue_seq)
+      WHERE ordering_key IS NOT NULL;
+  END IF;
+END
+$$;
