@@ -17,8 +17,10 @@
 -- part, so all items of one queue and key must share one part, on
 -- PostgreSQL always (CockroachDB keeps v5's index and its probes look
 -- across parts: 0011_key_part_order.crdb.sql). Three things keep it:
---  - onceq_key_slot(key) is a hash of the key's md5, a documented
---    function whose result never changes; hashtext, which v5 used, is an
+--  - onceq_key_slot(key) is the first 32 bits of the SHA-256 of the key's
+--    UTF-8 bytes, modulo 1024: a documented function whose result never
+--    changes (SHA-256, not md5, which a server in FIPS mode refuses);
+--    hashtext, which v5 used, is an
 --    internal function that PostgreSQL has changed between major versions
 --    (8.3 to 8.4) and says not to rely on (pgsql-hackers, "Document
 --    hashtext() and Friends?", 2012), so after such an upgrade a key's old
@@ -34,7 +36,8 @@
 -- fleet is quiet, as any migration.
 CREATE OR REPLACE FUNCTION onceq_key_slot(k text) RETURNS integer
   LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-  SELECT ('x' || substr(md5(k), 1, 8))::bit(32)::integer & 1023
+  SELECT ('x' || encode(substring(sha256(convert_to(k, 'UTF8'))
+    FROM 1 FOR 4), 'hex'))::bit(32)::integer & 1023
 $$;
 
 CREATE OR REPLACE FUNCTION onceq_key_part() RETURNS trigger

@@ -588,10 +588,11 @@ static void test_parts(oq_db *db)
                   " AND part <> onceq_key_slot(ordering_key)",
                   "parts"),
             0);
-  /* the slot comes from md5, the same on every server version: md5('p1')
-   * begins ec6ef230, and 0xec6ef230 & 1023 = 560 (Python's hashlib
-   * agrees) */
-  ASSERT_EQ(QLONG(db, "SELECT onceq_key_slot($1)", "p1"), 560);
+  /* the slot comes from SHA-256, the same on every server version: the
+   * digest of 'p1' begins f64551fc, and its first 32 bits & 1023 = 508, of
+   * 'ключ' (UTF-8) 562 (Python's hashlib agrees) */
+  ASSERT_EQ(QLONG(db, "SELECT onceq_key_slot($1)", "p1"), 508);
+  ASSERT_EQ(QLONG(db, "SELECT onceq_key_slot($1)", "ключ"), 562);
   QEXEC(db,
         "UPDATE onceq_items SET part = (part + 512) % 1024 WHERE queue = $1"
         " AND ordering_key = 'p1'",
@@ -931,7 +932,7 @@ static void test_enqueue_api(oq_db *db, const oq_session *w)
 }
 
 /* Schema v11 on a database that has keyed items: they move to their
- * md5 slot, the index gains part, and their order holds. The v10 state is
+ * SHA-256 slot, the index gains part, and their order holds. The v10 state is
  * rebuilt by hand: v5's index, and parts from v5's hashtext, written with
  * the trigger off (v10's trigger gave those). */
 static void test_v11_migration(oq_db *db, const oq_session *w)
