@@ -33,7 +33,11 @@
 --    claim-checked DELETE, whichever slot it moves to.
 -- The index is rebuilt once (pg_get_indexdef names part). Both steps take
 -- locks until the migration commits (lib/src/migrate.c): apply it when the
--- fleet is quiet, as any migration.
+-- fleet is quiet, as any migration. A v10 worker already running stays
+-- correct (its probes of one key look across parts; without the key as a
+-- prefix of the index they read the queue's keyed entries: slower keyed
+-- claims); its next session is refused, as a schema newer than the binary
+-- always is (docs/worker.md).
 CREATE OR REPLACE FUNCTION onceq_key_slot(k text) RETURNS integer
   LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ('x' || encode(substring(sha256(convert_to(k, 'UTF8'))
