@@ -31,10 +31,11 @@
 --    every keyed row, once). A slot only decides which worker looks for
 --    an item: a claimed item stays claimed and is acknowledged by its own
 --    claim-checked DELETE, whichever slot it moves to.
--- The index is rebuilt once (pg_get_indexdef names part). Both steps take
--- locks until the migration commits (lib/src/migrate.c): apply it when the
--- fleet is quiet, as any migration. A v10 worker already running stays
--- correct (its probes of one key look across parts; without the key as a
+-- The slots are recomputed whenever this runs (a re-run finds none to
+-- change); the index is rebuilt once (pg_get_indexdef names part). Both
+-- steps take locks until the migration commits (lib/src/migrate.c): apply
+-- it when the fleet is quiet, as any migration. A v10 worker still running
+-- stays correct (its probes of one key look across parts; without the key as a
 -- prefix of the index they read the queue's keyed entries: slower keyed
 -- claims); its next session is refused, as a schema newer than the binary
 -- always is (docs/worker.md).
@@ -57,14 +58,15 @@ CREATE TRIGGER onceq_items_key_part
   FOR EACH ROW WHEN (NEW.ordering_key IS NOT NULL)
   EXECUTE FUNCTION onceq_key_part();
 
+UPDATE onceq_items SET part = onceq_key_slot(ordering_key)
+  WHERE ordering_key IS NOT NULL
+  AND part IS DISTINCT FROM onceq_key_slot(ordering_key);
+
 DO $$
 BEGIN
   IF position('part' IN coalesce(pg_get_indexdef(
       to_regclass('onceq_items_key_order')), '')) = 0 THEN
     DROP INDEX IF EXISTS onceq_items_key_order;
-    UPDATE onceq_items SET part = onceq_key_slot(ordering_key)
-      WHERE ordering_key IS NOT NULL
-      AND part IS DISTINCT FROM onceq_key_slot(ordering_key);
     CREATE INDEX onceq_items_key_order
       ON onceq_items (queue, part, ordering_key, enqueue_seq)
       WHERE ordering_key IS NOT NULL;

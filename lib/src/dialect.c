@@ -444,7 +444,15 @@ static const char claim_parts_crdb[] =
  * The lock orders this claim and a reap as it does for the claim
  * (SESSION_LIVE). The rows are locked with SKIP LOCKED and `ready` is
  * checked again on their newest version, as the claim does, and the SET
- * list is the claim's. It only decides where to look: the next item is
+ * list is the claim's. The lock and the UPDATE find each row by the ctid
+ * of the version the descent read, a TID scan, instead of two descents of
+ * the primary key (quiet PostgreSQL 15, 251 rows, 20 alternating runs:
+ * 5.45 ms against 6.21, medians). A row updated by another transaction
+ * after this statement's snapshot is left out: from PostgreSQL 14 its
+ * recheck fails on the new version's ctid; on 13, whose TID recheck
+ * passes, the lock takes the new version, whose ctid the UPDATE's snapshot
+ * does not see. Either way the item stays unclaimed for a later claim, as
+ * with SKIP LOCKED. It only decides where to look: the next item is
  * acknowledged by its own claim-checked DELETE later.
  * KEY_HEAD's other probe, "no item of the key is claimed", is not asked
  * here (it was until schema v9): the key's item this transaction deletes
@@ -467,20 +475,20 @@ static const char ack_next_pg[] =
     " AS a(queue, k) WHERE NOT EXISTS (SELECT 1 FROM onceq_queues ctl"
     " WHERE ctl.queue = a.queue AND (ctl.paused OR ctl.max_running IS NOT"
     " NULL OR ctl.rate_limit IS NOT NULL))),"
-    " c AS MATERIALIZED (SELECT f.id FROM s CROSS JOIN h CROSS JOIN LATERAL"
-    " (SELECT i.id, i.claim, i.run_at, i.attempts, i.max_attempts, i.part"
+    " c AS MATERIALIZED (SELECT f.ctid FROM s CROSS JOIN h CROSS JOIN LATERAL"
+    " (SELECT i.ctid, i.claim, i.run_at, i.attempts, i.max_attempts, i.part"
     " FROM onceq_items i WHERE i.queue = h.queue"
     " AND i.part = onceq_key_slot(h.k) AND i.ordering_key = h.k"
     " AND i.ordering_key IS NOT NULL ORDER BY i.enqueue_seq LIMIT 1) f"
     " WHERE f.claim IS NULL AND f.run_at <= now()"
     " AND ($4::int4[] IS NULL OR f.part = ANY($4::int4[]))"
     " AND f.attempts < f.max_attempts),"
-    " l AS MATERIALIZED (SELECT id FROM onceq_items"
-    " WHERE id = ANY (ARRAY(SELECT id FROM c)) AND " NEXT_READY
+    " l AS MATERIALIZED (SELECT ctid FROM onceq_items"
+    " WHERE ctid = ANY (ARRAY(SELECT ctid FROM c)) AND " NEXT_READY
     " FOR UPDATE SKIP LOCKED),"
     " u AS (UPDATE onceq_items i SET claim = $1::uuid, claimed_at = now(),"
     " attempts = i.attempts + 1"
-    " WHERE i.id = ANY (ARRAY(SELECT id FROM l))"
+    " WHERE i.ctid = ANY (ARRAY(SELECT ctid FROM l))"
     " RETURNING i.id::text AS id, i.queue, i.payload::text AS payload,"
     " i.attempts, i.max_attempts, i.priority,"
     " (extract(epoch FROM i.created_at) * 1000000)::int8 AS created_us,"
