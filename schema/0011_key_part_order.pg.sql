@@ -18,8 +18,9 @@
 -- PostgreSQL always (CockroachDB keeps v5's index and its probes look
 -- across parts: 0011_key_part_order.crdb.sql). Three things keep it:
 --  - onceq_key_slot(key) is the first 32 bits of the SHA-256 of the key's
---    UTF-8 bytes, modulo 1024: a documented function whose result never
---    changes (SHA-256, not md5, which a server in FIPS mode refuses);
+--    bytes (UTF-8 in a UTF8 database), modulo 1024: a documented function
+--    whose result never changes (SHA-256, not md5, which a server in FIPS
+--    mode refuses);
 --    hashtext, which v5 used, is an
 --    internal function that PostgreSQL has changed between major versions
 --    (8.3 to 8.4) and says not to rely on (pgsql-hackers, "Document
@@ -39,16 +40,25 @@
 -- prefix of the index they read the queue's keyed entries: slower keyed
 -- claims); its next session is refused, as a schema newer than the binary
 -- always is (docs/worker.md).
+-- The key's bytes are its text in the database's own encoding
+-- (convert_to to that encoding converts nothing and cannot fail; to 'UTF8'
+-- it would refuse a SQL_ASCII database's non-UTF-8 keys). STABLE, as
+-- getdatabaseencoding() is: no index is built on it.
 CREATE OR REPLACE FUNCTION onceq_key_slot(k text) RETURNS integer
-  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-  SELECT ('x' || encode(substring(sha256(convert_to(k, 'UTF8'))
-    FROM 1 FOR 4), 'hex'))::bit(32)::integer & 1023
+  LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $$
+  SELECT ('x' || encode(substring(sha256(convert_to(k,
+    getdatabaseencoding())) FROM 1 FOR 4), 'hex'))::bit(32)::integer & 1023
 $$;
 
+-- The same expression as onceq_key_slot, written out: the trigger then
+-- calls only pg_catalog functions, found whatever the search_path (a
+-- data-only pg_restore runs with an empty one). it_lib_ordering checks
+-- that the two agree.
 CREATE OR REPLACE FUNCTION onceq_key_part() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  NEW.part := onceq_key_slot(NEW.ordering_key);
+  NEW.part := ('x' || encode(substring(sha256(convert_to(NEW.ordering_key,
+    getdatabaseencoding())) FROM 1 FOR 4), 'hex'))::bit(32)::integer & 1023;
   RETURN NEW;
 END
 $$;
@@ -62,10 +72,14 @@ UPDATE onceq_items SET part = onceq_key_slot(ordering_key)
   WHERE ordering_key IS NOT NULL
   AND part IS DISTINCT FROM onceq_key_slot(ordering_key);
 
+-- Rebuilt unless its second column is already part (pg_index.indkey is
+-- 0-based; the index's text would also name the table's schema).
 DO $$
 BEGIN
-  IF position('part' IN coalesce(pg_get_indexdef(
-      to_regclass('onceq_items_key_order')), '')) = 0 THEN
+  IF NOT EXISTS (SELECT 1 FROM pg_index x JOIN pg_attribute a
+      ON a.attrelid = x.indrelid AND a.attnum = x.indkey[1]
+      WHERE x.indexrelid = to_regclass('onceq_items_key_order')
+      AND a.attname = 'part') THEN
     DROP INDEX IF EXISTS onceq_items_key_order;
     CREATE INDEX onceq_items_key_order
       ON onceq_items (queue, part, ordering_key, enqueue_seq)

@@ -932,7 +932,8 @@ static void test_enqueue_api(oq_db *db, const oq_session *w)
 }
 
 /* Schema v11 on a database that has keyed items: they move to their
- * SHA-256 slot, the index gains part, and their order holds. The v10 state is
+ * SHA-256 slot, the index gains part, a re-run recomputes stale slots,
+ * and their order holds. The v10 state is
  * rebuilt by hand: v5's index, and parts from v5's hashtext, written with
  * the trigger off (v10's trigger gave those). */
 static void test_v11_migration(oq_db *db, const oq_session *w)
@@ -961,6 +962,18 @@ static void test_v11_migration(oq_db *db, const oq_session *w)
                       " enqueue_seq)' IN pg_get_indexdef("
                       "'onceq_items_key_order'::regclass))") > 0,
             1);
+  /* v11 again, on its own index, with slots made stale behind the
+   * trigger's back: the slots are recomputed all the same */
+  QEXEC(db, "ALTER TABLE onceq_items DISABLE TRIGGER onceq_items_key_part");
+  QEXEC(db, "UPDATE onceq_items SET part = (part + 1) % 1024"
+            " WHERE queue = 'v11'");
+  QEXEC(db, "ALTER TABLE onceq_items ENABLE TRIGGER onceq_items_key_part");
+  QEXEC(db, "DELETE FROM onceq_migrations WHERE version >= 11");
+  ASSERT_OK(db, oq_migrate_run(db, &from, &to));
+  ASSERT_EQ(from, 10);
+  ASSERT_EQ(QLONG(db, "SELECT count(*) FROM onceq_items WHERE queue = 'v11'"
+                      " AND part <> onceq_key_slot(ordering_key)"),
+            0);
   /* each claim takes the next item of each key, in enqueue order */
   const char *q[1] = {"v11"};
   for (int round = 0; round < 3; round++) {

@@ -392,6 +392,26 @@ static void check_open_claim(const char *open, const char *keyed)
                   " priority DESC, run_at");
 }
 
+/* A PostgreSQL keyed claim's loose scan of the key heads walks the slots
+ * [lo, hi) of onceq_items_key_order (queue, part, ordering_key,
+ * enqueue_seq; schema v11): every slot for a claim, its own run for a
+ * partitioned one ($4, $5). */
+static void check_key_heads(const char *keyed, const char *lo, const char *hi)
+{
+  char want[512];
+  snprintf(want, sizeof want,
+           " AND i.ordering_key IS NOT NULL AND i.part >= %s AND i.part < %s"
+           " ORDER BY i.part, i.ordering_key, i.enqueue_seq LIMIT 1)",
+           lo, hi);
+  ASSERT_CONTAINS(keyed, want);
+  snprintf(want, sizeof want,
+           " AND (i.part, i.ordering_key) > (h.part, h.ordering_key)"
+           " AND i.part < %s"
+           " ORDER BY i.part, i.ordering_key, i.enqueue_seq LIMIT 1) nx)",
+           hi);
+  ASSERT_CONTAINS(keyed, want);
+}
+
 /* A keyed queue's key lock: a transaction-level advisory lock on
  * PostgreSQL, with the claim's plan settings; never sent to CockroachDB. */
 static void check_key_lock(const char *pg, const char *crdb)
@@ -457,10 +477,14 @@ static void test_branches(void)
       continue;
     }
     if (s == OQ__SQL_CLAIM || s == OQ__SQL_CLAIM_PARTS) {
-      check_open_claim(pg,
-                       oq__sql(OQ_ENGINE_POSTGRES,
-                               s == OQ__SQL_CLAIM ? OQ__SQL_CLAIM_KEYED
-                                                  : OQ__SQL_CLAIM_PARTS_KEYED));
+      const char *keyed = oq__sql(
+          OQ_ENGINE_POSTGRES,
+          s == OQ__SQL_CLAIM ? OQ__SQL_CLAIM_KEYED : OQ__SQL_CLAIM_PARTS_KEYED);
+      check_open_claim(pg, keyed);
+      if (s == OQ__SQL_CLAIM)
+        check_key_heads(keyed, "0", "1024");
+      else
+        check_key_heads(keyed, "$4::int4", "$5::int4");
       opens++;
       continue;
     }
