@@ -20,12 +20,11 @@
 --  - onceq_key_slot(key) is the first 32 bits of the SHA-256 of the key's
 --    bytes (UTF-8 in a UTF8 database), modulo 1024: a documented function
 --    whose result never changes (SHA-256, not md5, which a server in FIPS
---    mode refuses);
---    hashtext, which v5 used, is an
---    internal function that PostgreSQL has changed between major versions
---    (8.3 to 8.4) and says not to rely on (pgsql-hackers, "Document
---    hashtext() and Friends?", 2012), so after such an upgrade a key's old
---    and new items would have had different slots;
+--    mode refuses); hashtext, which v5 used, is an internal function that
+--    PostgreSQL has changed between major versions (8.3 to 8.4) and says
+--    not to rely on (pgsql-hackers, "Document hashtext() and Friends?",
+--    2012), so after such an upgrade a key's old and new items would have
+--    had different slots;
 --  - the trigger sets part on INSERT and now also on an UPDATE that names
 --    ordering_key or part (a claim names neither, so it pays nothing);
 --  - the keyed rows already queued get their new slot below (an UPDATE of
@@ -33,13 +32,14 @@
 --    an item: a claimed item stays claimed and is acknowledged by its own
 --    claim-checked DELETE, whichever slot it moves to.
 -- The slots are recomputed whenever this runs (a re-run finds none to
--- change); the index is rebuilt once (pg_get_indexdef names part). Both
--- steps take locks until the migration commits (lib/src/migrate.c): apply
--- it when the fleet is quiet, as any migration. A v10 worker still running
--- stays correct (its probes of one key look across parts; without the key as a
--- prefix of the index they read the queue's keyed entries: slower keyed
--- claims); its next session is refused, as a schema newer than the binary
--- always is (docs/worker.md).
+-- change); the index is rebuilt once (below). Both steps take locks until
+-- the migration commits (lib/src/migrate.c): apply it when the fleet is
+-- quiet, as any migration. A v10 worker still running stays correct (its
+-- probes of one key look across parts; without the key as a prefix of the
+-- index they read the queue's keyed entries: slower keyed claims); its
+-- next session is refused, as a schema newer than the binary always is
+-- (docs/worker.md).
+--
 -- The key's bytes are its text in the database's own encoding
 -- (convert_to to that encoding converts nothing and cannot fail; to 'UTF8'
 -- it would refuse a SQL_ASCII database's non-UTF-8 keys). STABLE, as
