@@ -46,15 +46,18 @@
  */
 /* KEY_HEAD's second question, shared with PostgreSQL's front walk
  * (KEY_FRONT): no earlier item of t's key is still in onceq_items. */
-#define KEY_NONE_EARLIER(t)                                                    \
-  "NOT EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = " t ".queue"        \
+#define KEY_NONE_EARLIER(t, part)                                              \
+  "NOT EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = " t ".queue" part   \
   " AND k.ordering_key = " t ".ordering_key"                                   \
   " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < " t ".enqueue_seq)"
+/* KEY_NONE_EARLIER's part argument on PostgreSQL, where a key's items
+ * share one part (schema v11): the probe descends only that part. */
+#define SAME_PART(t) " AND k.part = " t ".part"
 #define KEY_HEAD(t)                                                            \
   " AND (" t ".ordering_key IS NULL OR (NOT EXISTS (SELECT 1"                  \
   " FROM onceq_items k WHERE k.queue = " t ".queue"                            \
   " AND k.ordering_key = " t ".ordering_key AND k.ordering_key IS NOT NULL"    \
-  " AND k.claim IS NOT NULL) AND " KEY_NONE_EARLIER(t) "))"
+  " AND k.claim IS NOT NULL) AND " KEY_NONE_EARLIER(t, "") "))"
 
 #define READY                                                                  \
   "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "             \
@@ -198,16 +201,14 @@
  *    queue still pays per item; an index of the unkeyed ready rows would
  *    remove it, at the cost of one more index entry per unkeyed enqueue.
  */
-/* The front walk's "no earlier item" is KEY_NONE_EARLIER with the part
- * the key's items share (one descent of onceq_items_key_order, v11). */
+/* The front walk's "no earlier item": one descent of
+ * onceq_items_key_order (v11) in the part the key's items share. */
 #define KEY_FRONT(ready)                                                       \
   "SELECT f0.id FROM (SELECT id, queue, part, ordering_key, enqueue_seq"       \
   " FROM onceq_items WHERE " ready " AND ordering_key IS NOT NULL"             \
   " ORDER BY priority DESC, run_at LIMIT $3::int) f0 WHERE f0.ordering_key"    \
-  " NOT IN (SELECT b.ordering_key FROM busy b) AND NOT EXISTS (SELECT 1"       \
-  " FROM onceq_items k WHERE k.queue = f0.queue AND k.part = f0.part"          \
-  " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT NULL"       \
-  " AND k.enqueue_seq < f0.enqueue_seq)"
+  " NOT IN (SELECT b.ordering_key FROM busy b)"                                \
+  " AND " KEY_NONE_EARLIER("f0", SAME_PART("f0"))
 #define UNKEYED_READY(ready)                                                   \
   " SELECT u.id FROM (SELECT id FROM onceq_items WHERE " ready                 \
   " AND ordering_key IS NULL ORDER BY priority DESC, run_at"                   \
