@@ -63,3 +63,8 @@ oq_add_test(it_lib_reap_orphans LABEL integration TIMEOUT 60
 oq_add_test(it_worker_reconcile_next LABEL integration TIMEOUT 60
             SOURCES reconcile_next.c)
 target_link_libraries(it_worker_reconcile_next PRIVATE onceq_worker_core)
+# The statements that name a session's items by id find them by the
+# primary key after an unclaimed backlog was analyzed (dialect.c,
+# STILL_CLAIMED), and do their work against that state.
+oq_add_test(it_lib_ack_plan LABEL integration TIMEOUT 60
+            SOURCES ack_plan.c INTERNAL)
