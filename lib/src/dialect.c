@@ -538,17 +538,23 @@ static const char ack_next_crdb[] = "SELECT NULL WHERE false";
 #define ACK_DELETE(ids)                                                        \
   "WITH d AS (DELETE FROM onceq_items WHERE " ids " AND " STILL_CLAIMED        \
   " RETURNING id, queue, attempts, created_at, keep_result),"
-/* d joined with the results array and the "cut by the caller" flags, both
- * parallel to $1. One entry per id (a duplicate id must not write its row
- * twice), result and flag from the same entry: the greatest non-NULL
- * result (res IS NULL sorts false first on both engines, whose NULL orders
- * differ). */
-#define KEEP_X(results, cuts)                                                  \
+/* The rows of d that write a row of their own (all of them when history
+ * is asked, else those that keep their result), joined with the results
+ * array and the "cut by the caller" flags, both parallel to $1. One entry
+ * per id (a duplicate id must not write its row twice), result and flag
+ * from the same entry: the greatest non-NULL result (res IS NULL sorts
+ * false first on both engines, whose NULL orders differ). Most acks write
+ * neither: then no row of d reaches the join, and PostgreSQL, which reads
+ * a left join's outer side first, never unnests nor sorts the arrays
+ * (a third of a 1,000-item check's time, docs/benchmarks.md session 20);
+ * the counts and the returned ids read d. */
+#define KEEP_X(results, cuts, history)                                         \
   " v AS (SELECT DISTINCT ON (u.id) u.id, u.res, u.cut"                        \
   " FROM unnest($1::uuid[], " results "::text[], " cuts "::bool[])"            \
   " AS u(id, res, cut) ORDER BY u.id, u.res IS NULL, u.res DESC),"             \
   " x AS (SELECT d.id, d.queue, d.attempts, d.created_at, d.keep_result,"      \
-  " v.res, v.cut FROM d LEFT JOIN v ON v.id = d.id),"
+  " v.res, v.cut FROM d LEFT JOIN v ON v.id = d.id"                            \
+  " WHERE " history "::bool OR d.keep_result),"
 /*
  * The one writer of onceq_results rows, as a CTE named r over the rows of
  * `select` (item_id, queue, outcome, result, truncated): an ack writes
@@ -883,8 +889,9 @@ static const char *const shared[OQ__SQL__COUNT] = {
     /* A batch, acked item by item: $1 the ids, $3 results parallel to $1
      * (text[], NULL entries: none), $4 history, $5 their cut flags
      * (bool[]). */
-    [OQ__SQL_ACK_BATCH] = ACK_DELETE("id = ANY($1::uuid[])") KEEP_X("$3", "$5")
-        KEEP_WRITES("$4") " SELECT x.id::text FROM x" KEEP_COUNTS,
+    [OQ__SQL_ACK_BATCH] =
+        ACK_DELETE("id = ANY($1::uuid[])") KEEP_X("$3", "$5", "$4")
+            KEEP_WRITES("$4") " SELECT d.id::text FROM d" KEEP_COUNTS,
     /* oq_ack_many, all or nothing: it fails the whole transaction unless it
      * deleted every id sent ($3 of them), so no handler effect of a batch
      * commits without its item's ack; $4 results (text[]), $5 history, $6
@@ -892,10 +899,12 @@ static const char *const shared[OQ__SQL__COUNT] = {
      * no planner folds it into a constant error (a CASE does not protect a
      * constant subexpression, PostgreSQL docs "Expression Evaluation
      * Rules"); 1/0 is SQLSTATE 22012 on both engines. */
-    [OQ__SQL_ACK_MANY] = ACK_DELETE("id = ANY($1::uuid[])") KEEP_X("$4", "$6")
-        KEEP_WRITES("$5") " SELECT 1 / (CASE WHEN (SELECT"
-                          " count(*) FROM x) = $3::int8"
-                          " THEN 1 ELSE 0 END)" KEEP_COUNTS_FROM,
+    [OQ__SQL_ACK_MANY] =
+        ACK_DELETE("id = ANY($1::uuid[])") KEEP_X("$4", "$6", "$5")
+            KEEP_WRITES("$5") " SELECT 1 / (CASE WHEN"
+                              " (SELECT count(*) FROM d)"
+                              " = $3::int8"
+                              " THEN 1 ELSE 0 END)" KEEP_COUNTS_FROM,
     /* the keys of a batch's items still claimed by the session, read in
      * its transaction before the check deletes them (ack_many.c) */
     [OQ__SQL_ACK_KEYS] = "SELECT DISTINCT queue, ordering_key FROM onceq_items"
