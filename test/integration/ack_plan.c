@@ -62,10 +62,15 @@ static void check_generic_plan(oq_db *db, oq__stmt st, const char *name)
                             "SELECT cardinality(parameter_types) FROM"
                             " pg_prepared_statements WHERE name = 'oqt_p'",
                             0, NULL, count_row, &n));
-  char explain[512] = "EXPLAIN (COSTS OFF) EXECUTE oqt_p(";
-  for (long i = 0; i < n; i++)
-    strcat(explain, i ? ", NULL" : "NULL");
-  strcat(explain, ")");
+  char explain[512];
+  size_t at = (size_t)snprintf(explain, sizeof explain,
+                               "EXPLAIN (COSTS OFF) EXECUTE oqt_p(");
+  for (long i = 0; i < n && at < sizeof explain; i++)
+    at += (size_t)snprintf(explain + at, sizeof explain - at, "%sNULL",
+                           i ? ", " : "");
+  if (at + 2 > sizeof explain)
+    OQT_FAIL("%ld parameters do not fit the EXPLAIN buffer", n);
+  snprintf(explain + at, sizeof explain - at, ")");
   printf("  %s, generic plan:\n", name);
   plan_scan p = {0, 0};
   ASSERT_OK(db, oq_db_query(db, explain, 0, NULL, plan_line, &p));
