@@ -506,25 +506,9 @@ static const char ack_next_crdb[] = "SELECT NULL WHERE false";
   "id, queue, payload, priority, attempts, max_attempts, unique_key, "         \
   "last_error, created_at, ordering_key"
 
-/*
- * "Still claimed by session $2", in the statements that name their rows by
- * id (the acks, a failure's retry or dead-letter, a release). Written with
- * IS TRUE (the same truth in a WHERE: NULL is no match) so that PostgreSQL
- * cannot serve it with onceq_items_claim, whose partial predicate `claim
- * IS NOT NULL` it does not imply: the primary key finds the ids. With
- * `claim = $2` the planner took the claim index whenever the table was
- * last analyzed with nothing claimed (a backlog enqueued, then worked),
- * estimating one row where the session holds thousands, and filtered each
- * of them against the id array: a linear `= ANY` per row in the generic
- * plan of a prepared statement, 23.6 ms instead of 4.0 to delete a batch
- * of 1,000 from a session holding 4,000 (PostgreSQL 15; 13 and 18 plan
- * it the same way, and it_lib_ack_plan runs on all three). `boolean IS
- * TRUE` is one of PostgreSQL's comparison predicates (docs, "Comparison
- * Functions and Operators") and in CockroachDB's grammar (pkg/sql/parser/
- * sql.y, `a_expr IS TRUE`), which finds the ids by its primary key either
- * way.
- */
-#define STILL_CLAIMED "(claim = $2::uuid) IS TRUE"
+/* OQ__STILL_CLAIMED (internal.h): why the claim check is spelled with
+ * IS TRUE where the ids are named. */
+#define STILL_CLAIMED OQ__STILL_CLAIMED
 
 /*
  * The ack family (docs/design.md section 1): the one claim check, built
@@ -544,10 +528,10 @@ static const char ack_next_crdb[] = "SELECT NULL WHERE false";
  * per id (a duplicate id must not write its row twice), result and flag
  * from the same entry: the greatest non-NULL result (res IS NULL sorts
  * false first on both engines, whose NULL orders differ). Most acks write
- * neither: then no row of d reaches the join, and PostgreSQL, which reads
- * a left join's outer side first, never unnests nor sorts the arrays
- * (a third of a 1,000-item check's time, docs/benchmarks.md session 20);
- * the counts and the returned ids read d. */
+ * neither: then no row of d reaches the join, and in the plans PostgreSQL
+ * chooses (d the join's outer side) the arrays are never unnested nor
+ * sorted: a 1,000-item check took 7.11 ms instead of 8.19 (docs/
+ * benchmarks.md, session 20). The counts and the returned ids read d. */
 #define KEEP_X(results, cuts, history)                                         \
   " v AS (SELECT DISTINCT ON (u.id) u.id, u.res, u.cut"                        \
   " FROM unnest($1::uuid[], " results "::text[], " cuts "::bool[])"            \

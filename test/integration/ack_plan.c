@@ -1,17 +1,22 @@
 /*
  * it_lib_ack_plan: the statements that name a session's items by id (the
- * acks, a failure's retry and dead-letter, a release) find them by the
- * primary key, not by onceq_items_claim, on PostgreSQL.
+ * acks, a failure's retry and dead-letter, a release, the keys read before
+ * a keyed ack) do not read them through onceq_items_claim on PostgreSQL;
+ * all but the last find them by the primary key.
  *
  * The state that misled the planner: the table analyzed while nothing was
  * claimed (a backlog enqueued, then worked: the claim column all NULL in
  * the statistics), then one session holding many claims. The planner then
  * costs `claim = $session` at one row and, in the generic plan a prepared
- * statement switches to, read every item the session holds and compared
- * each with the whole id array (lib/src/dialect.c, STILL_CLAIMED). The
- * generic plan is asked for directly (plan_cache_mode) and shown; then one
- * batch ack, a retry, a dead-letter and a release run against that state
- * and do what they should. Runs under the harness's isolation.
+ * statement may switch to, read every item the session holds and compared
+ * each with the whole id array (lib/src/internal.h, OQ__STILL_CLAIMED). With
+ * autovacuum off for the table (no ANALYZE may mend the statistics
+ * meanwhile), a control first shows that state still misleads the planner:
+ * the all-or-nothing ack written with plain `claim = $2` must read the
+ * claim index, or the test proves nothing and fails. Then each statement's
+ * generic plan (plan_cache_mode) is shown and checked, and the all-or-
+ * nothing ack, a retry, a dead-letter and a release run against that
+ * state and do what they should. Runs under the harness's isolation.
  */
 #include "internal.h"
 #include "oq_test.h"
@@ -45,11 +50,10 @@ static oq_err count_row(void *ud, int ncols, const char *const *vals)
   return OQ_OK;
 }
 
-/* The generic plan of statement st, prepared as the library prepares it
- * (its parameters typed by its own casts). */
-static void check_generic_plan(oq_db *db, oq__stmt st, const char *name)
+/* The generic plan of `text`, prepared as the library prepares it (its
+ * parameters typed by its own casts): which indexes it reads. */
+static plan_scan generic_plan(oq_db *db, const char *text, const char *name)
 {
-  const char *text = oq__sql(OQ_ENGINE_POSTGRES, st);
   size_t len = strlen(text) + 32;
   char *sql = malloc(len);
   if (!sql)
@@ -75,12 +79,47 @@ static void check_generic_plan(oq_db *db, oq__stmt st, const char *name)
   plan_scan p = {0, 0};
   ASSERT_OK(db, oq_db_query(db, explain, 0, NULL, plan_line, &p));
   oqt_exec(db, "DEALLOCATE oqt_p");
-  if (p.claim > 0 || p.pkey == 0)
-    OQT_FAIL("%s reads onceq_items by the claim index (above): with the "
-             "statistics of an unclaimed backlog it filters every item the "
-             "session holds against its ids",
-             name);
-  printf("ok %s finds its items by the primary key\n", name);
+  return p;
+}
+
+/* Statement st reads no item through the claim index and, when by_pkey,
+ * finds them by the primary key. */
+static void check_generic_plan(oq_db *db, oq__stmt st, const char *name,
+                               bool by_pkey)
+{
+  plan_scan p = generic_plan(db, oq__sql(OQ_ENGINE_POSTGRES, st), name);
+  if (p.claim > 0 || (by_pkey && p.pkey == 0))
+    OQT_FAIL("%s reads onceq_items %s (above): with the statistics of an "
+             "unclaimed backlog it filters every item the session holds "
+             "against its ids",
+             name, p.claim > 0 ? "by the claim index" : "not by its key");
+  printf("ok %s %s\n", name,
+         by_pkey ? "finds its items by the primary key"
+                 : "does not read the claim index");
+}
+
+/* The control: the all-or-nothing ack with `claim = $2` as it was written
+ * before OQ__STILL_CLAIMED must still read the claim index in this state. */
+static void check_control(oq_db *db)
+{
+  const char *text = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_ACK_MANY);
+  const char *mark = strstr(text, OQ__STILL_CLAIMED);
+  if (!mark)
+    OQT_FAIL("the all-or-nothing ack no longer says %s", OQ__STILL_CLAIMED);
+  size_t len = strlen(text) + 1;
+  char *old = malloc(len);
+  if (!old)
+    OQT_FAIL("out of memory");
+  snprintf(old, len, "%.*sclaim = $2::uuid%s", (int)(mark - text), text,
+           mark + strlen(OQ__STILL_CLAIMED));
+  plan_scan p = generic_plan(db, old, "control: the ack with claim = $2");
+  free(old);
+  if (p.claim == 0)
+    OQT_FAIL("the control (above) does not read the claim index: this "
+             "state no longer misleads the planner, so the checks below "
+             "would pass with the old text too");
+  printf("ok the control reads the claim index: the state misleads the "
+         "planner\n");
 }
 
 /* oq_ack_many's effects: none */
@@ -113,6 +152,8 @@ int main(void)
   oq_db *admin = oqt_connect(dsn);
   oq_db *dbc = oqt_connect(oqt_worker_dsn(dsn));
   oqt_enqueue_n(admin, QUEUE, HELD);
+  if (oq_db_engine(admin) == OQ_ENGINE_POSTGRES)
+    oqt_exec(admin, "ALTER TABLE onceq_items SET (autovacuum_enabled = off)");
   oqt_exec(admin, "VACUUM ANALYZE onceq_items");
   oq_session *s = SEM_LONG_SESSION(dbc);
   oq_item *held[HELD / CLAIM_MAX];
@@ -124,12 +165,18 @@ int main(void)
 
   if (oq_db_engine(admin) == OQ_ENGINE_POSTGRES) {
     oqt_exec(admin, "SET plan_cache_mode = force_generic_plan");
-    check_generic_plan(admin, OQ__SQL_ACK, "the ack");
-    check_generic_plan(admin, OQ__SQL_ACK_BATCH, "the batch ack");
-    check_generic_plan(admin, OQ__SQL_ACK_MANY, "the all-or-nothing ack");
-    check_generic_plan(admin, OQ__SQL_FAIL_RETRY, "a failure's retry");
-    check_generic_plan(admin, OQ__SQL_FAIL_DEAD, "a failure's dead-letter");
-    check_generic_plan(admin, OQ__SQL_RELEASE, "a release");
+    check_control(admin);
+    check_generic_plan(admin, OQ__SQL_ACK, "the ack", true);
+    check_generic_plan(admin, OQ__SQL_ACK_BATCH, "the batch ack", true);
+    check_generic_plan(admin, OQ__SQL_ACK_MANY, "the all-or-nothing ack", true);
+    check_generic_plan(admin, OQ__SQL_FAIL_RETRY, "a failure's retry", true);
+    check_generic_plan(admin, OQ__SQL_FAIL_DEAD, "a failure's dead-letter",
+                       true);
+    check_generic_plan(admin, OQ__SQL_RELEASE, "a release", true);
+    /* its `ordering_key IS NOT NULL` matches onceq_items_key_order, empty
+     * here: the planner may read that index instead of the key */
+    check_generic_plan(admin, OQ__SQL_ACK_KEYS, "the keyed ack's key lookup",
+                       false);
     oqt_exec(admin, "RESET plan_cache_mode");
   } else {
     printf("SKIP: the plans are checked on PostgreSQL only\n");
@@ -171,7 +218,7 @@ int main(void)
   ASSERT_EQ(oqt_scalar(admin, "SELECT count(*) FROM onceq_dead"), 1);
   printf("ok against that state: %d acked, one retried, one dead-lettered, "
          "%d released, the other %d still held\n",
-         CLAIM_MAX, CLAIM_MAX, CLAIM_MAX);
+         CLAIM_MAX, CLAIM_MAX, 2 * CLAIM_MAX - 2);
   for (int i = 0; i < HELD / CLAIM_MAX; i++)
     oq_items_free(held[i], CLAIM_MAX);
   oq_session_free(s);
