@@ -506,10 +506,6 @@ static const char ack_next_crdb[] = "SELECT NULL WHERE false";
   "id, queue, payload, priority, attempts, max_attempts, unique_key, "         \
   "last_error, created_at, ordering_key"
 
-/* OQ__STILL_CLAIMED (internal.h): why the claim check is spelled with
- * IS TRUE where the ids are named. */
-#define STILL_CLAIMED OQ__STILL_CLAIMED
-
 /*
  * The ack family (docs/design.md section 1): the one claim check, built
  * here once and sent by oq_ack (OQ__SQL_ACK), oq_ack_batch
@@ -520,7 +516,7 @@ static const char ack_next_crdb[] = "SELECT NULL WHERE false";
  * Every CTE is referenced, so both engines run it.
  */
 #define ACK_DELETE(ids)                                                        \
-  "WITH d AS (DELETE FROM onceq_items WHERE " ids " AND " STILL_CLAIMED        \
+  "WITH d AS (DELETE FROM onceq_items WHERE " ids " AND " OQ__STILL_CLAIMED    \
   " RETURNING id, queue, attempts, created_at, keep_result),"
 /* The rows of d that write a row of their own (all of them when history
  * is asked, else those that keep their result), joined with the results
@@ -663,12 +659,12 @@ static const char *const shared[OQ__SQL__COUNT] = {
         "UPDATE onceq_items SET claim = NULL, claimed_at = NULL,"
         " run_at = now() + $3::int8 * interval '1 millisecond',"
         " last_error = $4::text"
-        " WHERE id = $1::uuid AND " STILL_CLAIMED
+        " WHERE id = $1::uuid AND " OQ__STILL_CLAIMED
         " AND ($5::int8 IS NULL OR " CLAIM_US " = $5::int8)"
         " AND attempts < max_attempts",
     [OQ__SQL_FAIL_DEAD] =
         "WITH d AS (DELETE FROM onceq_items WHERE id = $1::uuid"
-        " AND " STILL_CLAIMED " AND ($4::int8 IS NULL OR " CLAIM_US
+        " AND " OQ__STILL_CLAIMED " AND ($4::int8 IS NULL OR " CLAIM_US
         " = $4::int8)"
         " RETURNING " DEAD_COLS ")"
         " INSERT INTO onceq_dead (" DEAD_COLS ")"
@@ -677,7 +673,7 @@ static const char *const shared[OQ__SQL__COUNT] = {
     [OQ__SQL_RELEASE] =
         "UPDATE onceq_items SET claim = NULL, claimed_at = NULL,"
         " attempts = greatest(attempts - 1, 0)"
-        " WHERE id = ANY($1::uuid[]) AND " STILL_CLAIMED
+        " WHERE id = ANY($1::uuid[]) AND " OQ__STILL_CLAIMED
         " AND (id::text || '@' || " CLAIM_US "::text = ANY($3::text[])"
         " OR id::text || '@*' = ANY($3::text[]))",
     /* the reconciliation sweep: served by the index on claim */
@@ -892,7 +888,7 @@ static const char *const shared[OQ__SQL__COUNT] = {
     /* the keys of a batch's items still claimed by the session, read in
      * its transaction before the check deletes them (ack_many.c) */
     [OQ__SQL_ACK_KEYS] = "SELECT DISTINCT queue, ordering_key FROM onceq_items"
-                         " WHERE id = ANY($1::uuid[]) AND " STILL_CLAIMED
+                         " WHERE id = ANY($1::uuid[]) AND " OQ__STILL_CLAIMED
                          " AND ordering_key IS NOT NULL",
     /* a waiter asks for the outcome of live items it waits for */
     [OQ__SQL_WAIT_OPT_IN] = "UPDATE onceq_items SET keep_result = true"

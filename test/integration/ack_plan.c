@@ -43,13 +43,6 @@ static oq_err plan_line(void *ud, int ncols, const char *const *vals)
   return OQ_OK;
 }
 
-static oq_err count_row(void *ud, int ncols, const char *const *vals)
-{
-  if (ncols >= 1 && vals[0])
-    *(long *)ud = atol(vals[0]);
-  return OQ_OK;
-}
-
 /* The generic plan of `text`, prepared as the library prepares it (its
  * parameters typed by its own casts): which indexes it reads. */
 static plan_scan generic_plan(oq_db *db, const char *text, const char *name)
@@ -61,11 +54,8 @@ static plan_scan generic_plan(oq_db *db, const char *text, const char *name)
   snprintf(sql, len, "PREPARE oqt_p AS %s", text);
   oqt_exec(db, sql);
   free(sql);
-  long n = -1;
-  ASSERT_OK(db, oq_db_query(db,
-                            "SELECT cardinality(parameter_types) FROM"
-                            " pg_prepared_statements WHERE name = 'oqt_p'",
-                            0, NULL, count_row, &n));
+  long n = oqt_scalar(db, "SELECT cardinality(parameter_types) FROM"
+                          " pg_prepared_statements WHERE name = 'oqt_p'");
   char explain[512];
   size_t at = (size_t)snprintf(explain, sizeof explain,
                                "EXPLAIN (COSTS OFF) EXECUTE oqt_p(");
@@ -191,23 +181,18 @@ int main(void)
   oq_fail_outcome out = OQ_FAIL_DEAD;
   ASSERT_OK(dbc, oq_fail(dbc, s, &held[1][0], "a retry", 60000, &out));
   ASSERT_EQ(out, OQ_FAIL_RETRY);
-  const char *last[1] = {held[1][1].id};
-  ASSERT_OK(admin, oq_db_exec(admin,
-                              "UPDATE onceq_items SET max_attempts = 1"
-                              " WHERE id = $1::uuid",
-                              1, last, NULL));
+  QEXEC(admin, "UPDATE onceq_items SET max_attempts = 1 WHERE id = $1::uuid",
+        held[1][1].id);
   ASSERT_OK(dbc, oq_fail(dbc, s, &held[1][1], "a dead letter", 0, &out));
   ASSERT_EQ(out, OQ_FAIL_DEAD);
   size_t released = 0;
   ASSERT_OK(dbc, oq_release(dbc, s, held[2], CLAIM_MAX, &released));
   ASSERT_EQ(released, CLAIM_MAX);
   char *ids = ids_of(held[3], CLAIM_MAX);
-  const char *p[2] = {ids, oq_session_id(s)};
-  long still = -1;
-  ASSERT_OK(admin, oq_db_query(admin,
-                               "SELECT count(*) FROM onceq_items WHERE"
-                               " id = ANY($1::uuid[]) AND claim = $2::uuid",
-                               2, p, count_row, &still));
+  long still = QLONG(admin,
+                     "SELECT count(*) FROM onceq_items WHERE"
+                     " id = ANY($1::uuid[]) AND claim = $2::uuid",
+                     ids, oq_session_id(s));
   free(ids);
   ASSERT_EQ(still, CLAIM_MAX);
   ASSERT_EQ(oqt_scalar(admin, "SELECT count(*) FROM onceq_items"),
