@@ -44,20 +44,13 @@
  * keys already in flight before the second probe (AND keeps its written
  * order inside an OR).
  */
-/* KEY_HEAD's second question, shared with PostgreSQL's front walk
- * (KEY_FRONT): no earlier item of t's key is still in onceq_items. */
-#define KEY_NONE_EARLIER(t, part)                                              \
-  "NOT EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = " t ".queue" part   \
-  " AND k.ordering_key = " t ".ordering_key"                                   \
-  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < " t ".enqueue_seq)"
-/* KEY_NONE_EARLIER's part argument on PostgreSQL, where a key's items
- * share one part (schema v11): the probe descends only that part. */
-#define SAME_PART(t) " AND k.part = " t ".part"
 #define KEY_HEAD(t)                                                            \
   " AND (" t ".ordering_key IS NULL OR (NOT EXISTS (SELECT 1"                  \
   " FROM onceq_items k WHERE k.queue = " t ".queue"                            \
   " AND k.ordering_key = " t ".ordering_key AND k.ordering_key IS NOT NULL"    \
-  " AND k.claim IS NOT NULL) AND " KEY_NONE_EARLIER(t, "") "))"
+  " AND k.claim IS NOT NULL) AND NOT EXISTS (SELECT 1 FROM onceq_items k"      \
+  " WHERE k.queue = " t ".queue AND k.ordering_key = " t ".ordering_key"       \
+  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < " t ".enqueue_seq)))"
 
 #define READY                                                                  \
   "claim IS NULL AND queue = ANY($2::text[]) AND run_at <= now() "             \
@@ -201,14 +194,34 @@
  *    queue still pays per item; an index of the unkeyed ready rows would
  *    remove it, at the cost of one more index entry per unkeyed enqueue.
  */
-/* The front walk's "no earlier item": one descent of
- * onceq_items_key_order (v11) in the part the key's items share. */
+/*
+ * The front walk's "no earlier item" (KEY_HEAD's second question): f0 is
+ * its key's first row by enqueue_seq, one descent of onceq_items_key_order
+ * (v11) in the part the key's items share. Written as a comparison with a
+ * scalar subquery, which PostgreSQL always runs as a subplan per row with
+ * f0's columns as its index condition, and not as NOT EXISTS, which the
+ * planner turns into an anti-join and may then plan as a nested loop
+ * that scans the key index whole for every row of f0. It did so in the
+ * claim's generic plan whenever the statistics showed no keyed rows (a
+ * queue analyzed before its first keyed items: ordering_key all NULL), a
+ * state autovacuum may leave for minutes: 1.54 million buffer reads and
+ * 513 ms for one claim of 1,000 at 20,000 keyed items, 65 thousand and 49
+ * ms written this way (EXPLAIN ANALYZE, PostgreSQL 15; the same 19 to 21
+ * thousand either way with fresh statistics). Under four --partitioned
+ * workers such claims outlived the 4 s statement deadline, and a 20,000-
+ * item drain took 144 s (docs/benchmarks.md, "The keyed claim's plan
+ * without keyed statistics"; test: it_lib_keyed_claim_plan). Equal, not
+ * NOT EXISTS's "<": the row itself is in the subquery's snapshot.
+ */
 #define KEY_FRONT(ready)                                                       \
   "SELECT f0.id FROM (SELECT id, queue, part, ordering_key, enqueue_seq"       \
   " FROM onceq_items WHERE " ready " AND ordering_key IS NOT NULL"             \
   " ORDER BY priority DESC, run_at LIMIT $3::int) f0 WHERE f0.ordering_key"    \
   " NOT IN (SELECT b.ordering_key FROM busy b)"                                \
-  " AND " KEY_NONE_EARLIER("f0", SAME_PART("f0"))
+  " AND f0.enqueue_seq = (SELECT k.enqueue_seq FROM onceq_items k"             \
+  " WHERE k.queue = f0.queue AND k.part = f0.part"                             \
+  " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT NULL"       \
+  " ORDER BY k.enqueue_seq LIMIT 1)"
 #define UNKEYED_READY(ready)                                                   \
   " SELECT u.id FROM (SELECT id FROM onceq_items WHERE " ready                 \
   " AND ordering_key IS NULL ORDER BY priority DESC, run_at"                   \

@@ -30,30 +30,19 @@ typedef struct plan_scan {
   int pkey, claim; /* plan lines naming each index */
 } plan_scan;
 
-static oq_err plan_line(void *ud, int ncols, const char *const *vals)
+static int lines_naming(const char *plan, const char *index)
 {
-  plan_scan *p = ud;
-  if (ncols < 1 || !vals[0])
-    return OQ_OK;
-  printf("    %s\n", vals[0]);
-  if (strstr(vals[0], "onceq_items_pkey"))
-    p->pkey++;
-  if (strstr(vals[0], "onceq_items_claim"))
-    p->claim++;
-  return OQ_OK;
+  int n = 0;
+  for (const char *at = strstr(plan, index); at; at = strstr(at + 1, index))
+    n++;
+  return n;
 }
 
 /* The generic plan of `text`, prepared as the library prepares it (its
  * parameters typed by its own casts): which indexes it reads. */
 static plan_scan generic_plan(oq_db *db, const char *text, const char *name)
 {
-  size_t len = strlen(text) + 32;
-  char *sql = malloc(len);
-  if (!sql)
-    OQT_FAIL("out of memory");
-  snprintf(sql, len, "PREPARE oqt_p AS %s", text);
-  oqt_exec(db, sql);
-  free(sql);
+  SEM_PREPARE(db, "oqt_p", text);
   long n = oqt_scalar(db, "SELECT cardinality(parameter_types) FROM"
                           " pg_prepared_statements WHERE name = 'oqt_p'");
   char explain[512];
@@ -65,9 +54,12 @@ static plan_scan generic_plan(oq_db *db, const char *text, const char *name)
   if (at + 2 > sizeof explain)
     OQT_FAIL("%ld parameters do not fit the EXPLAIN buffer", n);
   snprintf(explain + at, sizeof explain - at, ")");
-  printf("  %s, generic plan:\n", name);
-  plan_scan p = {0, 0};
-  ASSERT_OK(db, oq_db_query(db, explain, 0, NULL, plan_line, &p));
+  char title[160];
+  snprintf(title, sizeof title, "%s, generic plan", name);
+  char *plan = SEM_PLAN(db, explain, title);
+  plan_scan p = {lines_naming(plan, "onceq_items_pkey"),
+                 lines_naming(plan, "onceq_items_claim")};
+  free(plan);
   oqt_exec(db, "DEALLOCATE oqt_p");
   return p;
 }

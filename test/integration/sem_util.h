@@ -5,9 +5,10 @@
  *
  * Header-only and static inline, so each test stays one executable built
  * from one file. Owns: parameterised one-value queries (QLONG, QTEXT,
- * QEXEC), and shortcuts to open a session, to enqueue, to claim from one
- * queue and (INTERNAL tests) to start a claim form, that fail the test on
- * any error. Every failure prints the caller's location.
+ * QEXEC), a statement's plan (SEM_PREPARE, SEM_PLAN), and shortcuts to open a
+ * session, to enqueue, to claim from one queue and (INTERNAL tests) to start a
+ * claim form, that fail the test on any error. Every failure prints the
+ * caller's location.
  */
 #ifndef OQ_SEM_UTIL_H
 #define OQ_SEM_UTIL_H
@@ -95,6 +96,64 @@ static inline long semq_exec_at(const char *file, int line, oq_db *db,
 #define QEXEC(db, sql, ...)                                                    \
   semq_exec_at(__FILE__, __LINE__, (db), (sql), SEMQ_NARGS(__VA_ARGS__),       \
                SEMQ_ARGS(__VA_ARGS__))
+
+/* A plan's lines, as EXPLAIN returned them, printed as they come. */
+typedef struct sem_plan {
+  char *text; /* the lines, each ended by '\n'; malloc'd */
+  size_t len;
+} sem_plan;
+
+static inline oq_err sem_plan_line(void *ud, int ncols, const char *const *vals)
+{
+  sem_plan *p = ud;
+  if (ncols < 1 || !vals[0])
+    return OQ_OK;
+  printf("    %s\n", vals[0]);
+  size_t n = strlen(vals[0]);
+  char *grown = realloc(p->text, p->len + n + 2);
+  if (!grown)
+    return OQ_ERR_NOMEM;
+  memcpy(grown + p->len, vals[0], n);
+  p->len += n;
+  grown[p->len++] = '\n';
+  grown[p->len] = '\0';
+  p->text = grown;
+  return OQ_OK;
+}
+
+/* PREPARE `name` AS `text` (its parameters typed by its own casts, as the
+ * library prepares it), or fail. The caller deallocates it. */
+static inline void sem_prepare_at(const char *file, int line, oq_db *db,
+                                  const char *name, const char *text)
+{
+  size_t len = strlen(text) + strlen(name) + 16;
+  char *sql = malloc(len);
+  if (!sql)
+    OQT_FAIL("out of memory");
+  snprintf(sql, len, "PREPARE %s AS %s", name, text);
+  semq_exec_at(file, line, db, sql, 0, NULL);
+  free(sql);
+}
+#define SEM_PREPARE(db, name, text)                                            \
+  sem_prepare_at(__FILE__, __LINE__, (db), (name), (text))
+
+/* An EXPLAIN's lines, printed under `title` as they come, as one text
+ * (malloc'd, the caller frees it), or fail. */
+static inline char *sem_plan_at(const char *file, int line, oq_db *db,
+                                const char *explain, const char *title)
+{
+  printf("  %s:\n", title);
+  sem_plan p = {NULL, 0};
+  oq_err e = oq_db_query(db, explain, 0, NULL, sem_plan_line, &p);
+  if (e != OQ_OK || !p.text) {
+    fprintf(stderr, "FAIL %s:%d: %s: %s (%s)\n", file, line, explain,
+            oq_strerror(e), oq_db_errmsg(db));
+    exit(1);
+  }
+  return p.text;
+}
+#define SEM_PLAN(db, explain, title)                                           \
+  sem_plan_at(__FILE__, __LINE__, (db), (explain), (title))
 
 /* Open a session with the given heartbeat interval and expiry, or fail. */
 static inline oq_session *sem_session_at(const char *file, int line, oq_db *db,

@@ -68,3 +68,8 @@ target_link_libraries(it_worker_reconcile_next PRIVATE onceq_worker_core)
 # STILL_CLAIMED), and do their work against that state.
 oq_add_test(it_lib_ack_plan LABEL integration TIMEOUT 60
             SOURCES ack_plan.c INTERNAL)
+# The keyed claim's "no earlier item" probe stays one descent per
+# candidate after a backlog without keys was analyzed (dialect.c,
+# KEY_FRONT), and the claims take each key's first item in that state.
+oq_add_test(it_lib_keyed_claim_plan LABEL integration TIMEOUT 60
+            SOURCES keyed_claim_plan.c INTERNAL)

@@ -1,0 +1,178 @@
+/*
+ * it_lib_keyed_claim_plan: a keyed claim's "no earlier item of the key"
+ * probe stays one descent per candidate on PostgreSQL whatever the
+ * statistics say, and the claim takes each key's first item in that state.
+ *
+ * The state that misled the planner: onceq_items analyzed while it held
+ * only items without a key (ordering_key all NULL in the statistics), then
+ * keyed items enqueued, with no ANALYZE since (autovacuum off for the
+ * table here; in a live database autovacuum may take minutes, or never
+ * come for a large table). Written as NOT EXISTS, the probe became an
+ * anti-join that the claim's generic plan ran as a nested loop scanning
+ * the whole key index for each candidate (lib/src/dialect.c, KEY_FRONT).
+ * The work a plan does is counted in buffer reads (EXPLAIN ANALYZE's
+ * "shared hit" of the top node), which does not depend on the machine's
+ * speed. A control first runs the statement with the probe written the
+ * old way: it must read more than the bound, or the state no longer
+ * misleads the planner and the test would prove nothing, so it fails.
+ * Each EXPLAIN ANALYZE runs in a transaction that is rolled back.
+ */
+#include "internal.h"
+#include "oq_test.h"
+#include "sem_util.h"
+
+#define QUEUE "keyed_plan"
+#define KEYS 400
+#define PER_KEY 10
+#define CLAIM_MAX 1000
+/* buffer reads per keyed row in the table a claim may do: the fixed
+ * statement reads about 4, the old one hundreds */
+#define HITS_PER_ROW 25
+
+/* the probe as it was written before, and as it is now */
+#define OLD_PROBE                                                              \
+  "NOT EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = f0.queue"           \
+  " AND k.part = f0.part AND k.ordering_key = f0.ordering_key"                 \
+  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < f0.enqueue_seq)"
+#define NEW_PROBE                                                              \
+  "f0.enqueue_seq = (SELECT k.enqueue_seq FROM onceq_items k"                  \
+  " WHERE k.queue = f0.queue AND k.part = f0.part"                             \
+  " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT NULL"       \
+  " ORDER BY k.enqueue_seq LIMIT 1)"
+
+/* The buffer reads of one run of `text` (the keyed claim: $1 session, $2
+ * queues, $3 count, $4 byte budget) in its generic plan, as the library's
+ * claims run (plan_cache_mode), rolled back: its top node's "shared hit",
+ * the plan's first. */
+static long claim_hits(oq_db *db, const char *text, const char *sid,
+                       const char *name)
+{
+  SEM_PREPARE(db, "oqt_k", text);
+  char explain[256];
+  snprintf(explain, sizeof explain,
+           "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) EXECUTE"
+           " oqt_k('%s', '{%s}', %d, 67108864)",
+           sid, QUEUE, CLAIM_MAX);
+  char title[160];
+  snprintf(title, sizeof title, "%s, generic plan", name);
+  oqt_exec(db, "BEGIN");
+  oqt_exec(db, "SET LOCAL plan_cache_mode = force_generic_plan");
+  char *plan = SEM_PLAN(db, explain, title);
+  oqt_exec(db, "ROLLBACK");
+  oqt_exec(db, "DEALLOCATE oqt_k");
+  const char *h = strstr(plan, "shared hit=");
+  long hits = h ? strtol(h + strlen("shared hit="), NULL, 10) : -1;
+  free(plan);
+  if (hits < 0)
+    OQT_FAIL("%s: no buffer counts in its plan (above)", name);
+  printf("  %s: %ld buffer reads, %.1f per keyed row\n", name, hits,
+         (double)hits / (KEYS * PER_KEY));
+  return hits;
+}
+
+/* The keyed claim with the probe written as NOT EXISTS must still read
+ * past the bound in this state, and the library's must not. */
+static void check_plans(oq_db *db, const char *sid)
+{
+  const char *text = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_KEYED);
+  const char *mark = strstr(text, NEW_PROBE);
+  if (!mark)
+    OQT_FAIL("the keyed claim no longer says %s", NEW_PROBE);
+  size_t len = strlen(text) + strlen(OLD_PROBE) + 1;
+  char *old = malloc(len);
+  if (!old)
+    OQT_FAIL("out of memory");
+  snprintf(old, len, "%.*s%s%s", (int)(mark - text), text, OLD_PROBE,
+           mark + strlen(NEW_PROBE));
+  long bound = (long)HITS_PER_ROW * KEYS * PER_KEY;
+  long was = claim_hits(db, old, sid, "control: the probe as NOT EXISTS");
+  free(old);
+  if (was <= bound)
+    OQT_FAIL("the control (above) read %ld buffers, not more than %ld: this "
+             "state no longer misleads the planner, so the check below "
+             "would pass with the old text too",
+             was, bound);
+  printf("ok the control reads %ld buffers (> %ld): the state misleads the "
+         "planner\n",
+         was, bound);
+  long now = claim_hits(db, text, sid, "the keyed claim");
+  if (now > bound)
+    OQT_FAIL("the keyed claim read %ld buffers (above), more than %ld: its "
+             "probe is not one descent per candidate",
+             now, bound);
+  printf("ok the keyed claim reads %ld buffers (<= %ld)\n", now, bound);
+}
+
+/* Each claimed item is its key's first: the lowest enqueue_seq of the key
+ * among all the key's items (none acknowledged yet). */
+static void check_heads(oq_db *admin, const oq_item *items, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    long first =
+        QLONG(admin,
+              "SELECT count(*) FROM onceq_items i WHERE i.id ="
+              " $1::uuid AND i.enqueue_seq = (SELECT min(k.enqueue_seq)"
+              " FROM onceq_items k WHERE k.queue = i.queue"
+              " AND k.ordering_key = i.ordering_key)",
+              items[i].id);
+    if (first != 1)
+      OQT_FAIL("claimed %s of key %s is not its key's first item", items[i].id,
+               items[i].ordering_key ? items[i].ordering_key : "(none)");
+  }
+}
+
+int main(void)
+{
+  const char *dsn = oqt_fresh_db("keyed_claim_plan", 1);
+  oq_db *admin = oqt_connect(dsn);
+  oq_db *dbc = oqt_connect(oqt_worker_dsn(dsn));
+  bool pg = oq_db_engine(admin) == OQ_ENGINE_POSTGRES;
+  /* statistics taken while the table held only items without a key */
+  oqt_enqueue_n(admin, QUEUE, 2000);
+  if (pg)
+    oqt_exec(admin, "ALTER TABLE onceq_items SET (autovacuum_enabled = off)");
+  oqt_exec(admin, "ANALYZE onceq_items");
+  oqt_exec(admin, "DELETE FROM onceq_items");
+  /* then keyed items, as users enqueue them: a plain INSERT, key g % KEYS,
+   * so a key's items are spread through the enqueue order */
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO onceq_items (queue, payload, ordering_key)"
+           " SELECT '%s', jsonb_build_object('n', g), 'key-' || (g %% %d)"
+           " FROM generate_series(1, %d) AS g",
+           QUEUE, KEYS, KEYS * PER_KEY);
+  oqt_exec(admin, sql);
+  oq_session *s = SEM_LONG_SESSION(dbc);
+
+  if (pg)
+    check_plans(admin, oq_session_id(s));
+  else
+    printf("SKIP: the plans are checked on PostgreSQL only\n");
+
+  /* the library's claims in that state: one item per key, each its key's
+   * first; then nothing (every key busy); an ack frees its key's next */
+  oq_item *heads = NULL;
+  size_t n = SEM_CLAIM(dbc, s, QUEUE, CLAIM_MAX, &heads);
+  ASSERT_EQ(n, KEYS);
+  check_heads(admin, heads, n);
+  ASSERT_EQ(oqt_scalar(admin, "SELECT count(DISTINCT ordering_key) FROM"
+                              " onceq_items WHERE claim IS NOT NULL"),
+            KEYS);
+  oq_item *none = NULL;
+  ASSERT_EQ(SEM_CLAIM(dbc, s, QUEUE, CLAIM_MAX, &none), 0);
+  oq_items_free(none, 0);
+  bool rec = false;
+  ASSERT_OK(dbc, oq_ack(dbc, s, &heads[0], NULL, NULL, NULL, &rec));
+  oq_item *next = NULL;
+  ASSERT_EQ(SEM_CLAIM(dbc, s, QUEUE, CLAIM_MAX, &next), 1);
+  ASSERT_STREQ(next[0].ordering_key, heads[0].ordering_key);
+  check_heads(admin, next, 1);
+  printf("ok in that state the claims take one item per key, each its "
+         "key's first, and an ack frees its key's next\n");
+  oq_items_free(next, 1);
+  oq_items_free(heads, n);
+  oq_session_free(s);
+  oq_db_close(dbc);
+  oq_db_close(admin);
+  return 0;
+}
