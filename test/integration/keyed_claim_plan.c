@@ -40,19 +40,19 @@
   " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT NULL"       \
   " ORDER BY k.enqueue_seq LIMIT 1)"
 
-/* The buffer reads of one run of `text` (the keyed claim: $1 session, $2
- * queues, $3 count, $4 byte budget) in its generic plan, as the library's
- * claims run (plan_cache_mode), rolled back: its top node's "shared hit",
- * the plan's first. */
+/* The buffer reads of one run of `text` (a claim: $1 session, $2 queues,
+ * $3 count, $4 byte budget) in its generic plan, as the library's claims
+ * run (plan_cache_mode), rolled back: its top node's "shared hit", the
+ * plan's first; and per row of the `rows` in the table. */
 static long claim_hits(oq_db *db, const char *text, const char *sid,
-                       const char *name)
+                       const char *queue, int count, int rows, const char *name)
 {
   SEM_PREPARE(db, "oqt_k", text);
   char explain[256];
   snprintf(explain, sizeof explain,
            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) EXECUTE"
            " oqt_k('%s', '{%s}', %d, 67108864)",
-           sid, QUEUE, CLAIM_MAX);
+           sid, queue, count);
   char title[160];
   snprintf(title, sizeof title, "%s, generic plan", name);
   oqt_exec(db, "BEGIN");
@@ -65,8 +65,8 @@ static long claim_hits(oq_db *db, const char *text, const char *sid,
   free(plan);
   if (hits < 0)
     OQT_FAIL("%s: no buffer counts in its plan (above)", name);
-  printf("  %s: %ld buffer reads, %.1f per keyed row\n", name, hits,
-         (double)hits / (KEYS * PER_KEY));
+  printf("  %s: %ld buffer reads, %.2f per row in the table\n", name, hits,
+         (double)hits / rows);
   return hits;
 }
 
@@ -75,17 +75,10 @@ static long claim_hits(oq_db *db, const char *text, const char *sid,
 static void check_plans(oq_db *db, const char *sid)
 {
   const char *text = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_KEYED);
-  const char *mark = strstr(text, NEW_PROBE);
-  if (!mark)
-    OQT_FAIL("the keyed claim no longer says %s", NEW_PROBE);
-  size_t len = strlen(text) + strlen(OLD_PROBE) + 1;
-  char *old = malloc(len);
-  if (!old)
-    OQT_FAIL("out of memory");
-  snprintf(old, len, "%.*s%s%s", (int)(mark - text), text, OLD_PROBE,
-           mark + strlen(NEW_PROBE));
+  char *old = SEM_AS_BEFORE(text, NEW_PROBE, OLD_PROBE);
   long bound = (long)HITS_PER_ROW * KEYS * PER_KEY;
-  long was = claim_hits(db, old, sid, "control: the probe as NOT EXISTS");
+  long was = claim_hits(db, old, sid, QUEUE, CLAIM_MAX, KEYS * PER_KEY,
+                        "control: the probe as NOT EXISTS");
   free(old);
   if (was <= bound)
     OQT_FAIL("the control (above) read %ld buffers, not more than %ld: this "
@@ -95,7 +88,8 @@ static void check_plans(oq_db *db, const char *sid)
   printf("ok the control reads %ld buffers (> %ld): the state misleads the "
          "planner\n",
          was, bound);
-  long now = claim_hits(db, text, sid, "the keyed claim");
+  long now = claim_hits(db, text, sid, QUEUE, CLAIM_MAX, KEYS * PER_KEY,
+                        "the keyed claim");
   if (now > bound)
     OQT_FAIL("the keyed claim read %ld buffers (above), more than %ld: its "
              "probe is not one descent per candidate",
@@ -119,6 +113,43 @@ static void check_heads(oq_db *admin, const oq_item *items, size_t n)
       OQT_FAIL("claimed %s of key %s is not its key's first item", items[i].id,
                items[i].ordering_key ? items[i].ordering_key : "(none)");
   }
+}
+
+/* The unkeyed claim (OQ__SQL_CLAIM) of UNKEYED_CLAIM items after
+ * statistics taken while every item had a key: with the walk's NULL test
+ * written plainly, `ordering_key IS NULL` was costed at one row and the
+ * claim sorted the whole queue; as NO_KEY (dialect.c) it walks the ready
+ * index in claim order. A control with the plain test, as above. */
+#define UNKEYED_QUEUE "unkeyed_plan"
+#define UNKEYED_ROWS 20000
+#define UNKEYED_CLAIM 10
+/* buffer reads: about 1,000 walking (past the entries of the deleted
+ * rows), 21,000 sorting */
+#define UNKEYED_BOUND 5000
+#define NO_KEY_NOW "coalesce(ordering_key IS NULL, false)"
+#define NO_KEY_OLD "ordering_key IS NULL"
+
+static void check_unkeyed_plan(oq_db *db, const char *sid)
+{
+  const char *text = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM);
+  char *old = SEM_AS_BEFORE(text, NO_KEY_NOW, NO_KEY_OLD);
+  long was = claim_hits(db, old, sid, UNKEYED_QUEUE, UNKEYED_CLAIM,
+                        UNKEYED_ROWS, "control: the walk's plain NULL test");
+  free(old);
+  if (was <= UNKEYED_BOUND)
+    OQT_FAIL("the control (above) read %ld buffers, not more than %d: this "
+             "state no longer misleads the planner, so the check below "
+             "would pass with the old text too",
+             was, UNKEYED_BOUND);
+  long now = claim_hits(db, text, sid, UNKEYED_QUEUE, UNKEYED_CLAIM,
+                        UNKEYED_ROWS, "the claim");
+  if (now > UNKEYED_BOUND)
+    OQT_FAIL("the claim of %d read %ld buffers (above), more than %d: it "
+             "does not walk the queue in claim order",
+             UNKEYED_CLAIM, now, UNKEYED_BOUND);
+  printf("ok a claim of %d after all-keyed statistics: %ld buffer reads, the "
+         "control %ld (bound %d)\n",
+         UNKEYED_CLAIM, now, was, UNKEYED_BOUND);
 }
 
 int main(void)
@@ -169,6 +200,27 @@ int main(void)
   check_heads(admin, next, 1);
   printf("ok in that state the claims take one item per key, each its "
          "key's first, and an ack frees its key's next\n");
+
+  /* statistics taken while every item had a key, then unkeyed items */
+  oqt_exec(admin, "DELETE FROM onceq_items");
+  snprintf(sql, sizeof sql,
+           "INSERT INTO onceq_items (queue, payload, ordering_key)"
+           " SELECT '%s', jsonb_build_object('n', g), 'key-' || (g %% 1000)"
+           " FROM generate_series(1, %d) AS g",
+           UNKEYED_QUEUE, UNKEYED_ROWS);
+  oqt_exec(admin, sql);
+  oqt_exec(admin, "ANALYZE onceq_items");
+  oqt_exec(admin, "DELETE FROM onceq_items");
+  oqt_enqueue_n(admin, UNKEYED_QUEUE, UNKEYED_ROWS);
+  if (pg)
+    check_unkeyed_plan(admin, oq_session_id(s));
+  oq_item *plain = NULL;
+  ASSERT_EQ(SEM_CLAIM(dbc, s, UNKEYED_QUEUE, UNKEYED_CLAIM, &plain),
+            UNKEYED_CLAIM);
+  for (int i = 0; i < UNKEYED_CLAIM; i++)
+    ASSERT(!plain[i].keyed);
+  printf("ok and the library's claim takes %d of them\n", UNKEYED_CLAIM);
+  oq_items_free(plain, UNKEYED_CLAIM);
   oq_items_free(next, 1);
   oq_items_free(heads, n);
   oq_session_free(s);

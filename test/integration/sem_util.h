@@ -5,10 +5,10 @@
  *
  * Header-only and static inline, so each test stays one executable built
  * from one file. Owns: parameterised one-value queries (QLONG, QTEXT,
- * QEXEC), a statement's plan (SEM_PREPARE, SEM_PLAN), and shortcuts to open a
- * session, to enqueue, to claim from one queue and (INTERNAL tests) to start a
- * claim form, that fail the test on any error. Every failure prints the
- * caller's location.
+ * QEXEC), a statement's plan (SEM_PREPARE, SEM_PLAN, SEM_AS_BEFORE), and
+ * shortcuts to open a session, to enqueue, to claim from one queue and
+ * (INTERNAL tests) to start a claim form, that fail the test on any error.
+ * Every failure prints the caller's location.
  */
 #ifndef OQ_SEM_UTIL_H
 #define OQ_SEM_UTIL_H
@@ -154,6 +154,30 @@ static inline char *sem_plan_at(const char *file, int line, oq_db *db,
 }
 #define SEM_PLAN(db, explain, title)                                           \
   sem_plan_at(__FILE__, __LINE__, (db), (explain), (title))
+
+/* `text` with its first `now` written as `was` (a control's statement as
+ * it read before a change), malloc'd; fails when `text` no longer says
+ * `now`. */
+static inline char *sem_as_before_at(const char *file, int line,
+                                     const char *text, const char *now,
+                                     const char *was)
+{
+  const char *mark = strstr(text, now);
+  if (!mark) {
+    fprintf(stderr, "FAIL %s:%d: the statement no longer says %s\n", file, line,
+            now);
+    exit(1);
+  }
+  size_t len = strlen(text) + strlen(was) + 1;
+  char *old = malloc(len);
+  if (!old)
+    OQT_FAIL("out of memory");
+  snprintf(old, len, "%.*s%s%s", (int)(mark - text), text, was,
+           mark + strlen(now));
+  return old;
+}
+#define SEM_AS_BEFORE(text, now, was)                                          \
+  sem_as_before_at(__FILE__, __LINE__, (text), (now), (was))
 
 /* Open a session with the given heartbeat interval and expiry, or fail. */
 static inline oq_session *sem_session_at(const char *file, int line, oq_db *db,
