@@ -134,7 +134,7 @@
  * chosen by q.keyed: does the queue hold any keyed item (one descent of
  * onceq_items_key_order; a one-time filter of each arm, so only one runs)?
  *  - no keyed item: the walk of onceq_items_ready in claim order above,
- *    with `ordering_key IS NULL` for KEY_HEAD: in this statement's
+ *    with `ordering_key IS NULL` (NO_KEY) for KEY_HEAD: in this statement's
  *    snapshot the queue has no keyed row, and the NULL test also holds on
  *    a row's newer version that READ COMMITTED rechecks before locking it.
  *    (KEY_HEAD's subplans made the planner cost this walk at about 93,000
@@ -232,8 +232,8 @@
  * queue analyzed before its first keyed items: ordering_key all NULL), a
  * state autovacuum may leave for minutes: 1.54 million buffer reads and
  * 513 ms for one claim of 1,000 at 20,000 keyed items, 65 thousand and 49
- * ms written this way (EXPLAIN ANALYZE, PostgreSQL 15; the same 19 to 21
- * thousand either way with fresh statistics). Under four --partitioned
+ * ms written this way (EXPLAIN ANALYZE, PostgreSQL 15; with fresh
+ * statistics 18,900 before, 21,500 this way). Under four --partitioned
  * workers such claims outlived the 4 s statement deadline, and a 20,000-
  * item drain took 144 s (docs/benchmarks.md, "The keyed claim's plan
  * without keyed statistics"; test: it_lib_keyed_claim_plan). Equal, not

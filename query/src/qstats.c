@@ -85,7 +85,7 @@ static const char SQL_DIED_60S[] =
  * rows counted, pages left), scanned the whole key index for each failed
  * item (the keyed claim's front walk had the same fault: lib/src/
  * dialect.c, KEY_FRONT): 514,000 -> 2,014,000 buffer reads at 20,000 ->
- * 80,000 rows, 185 this way. */
+ * 80,000 rows, about 180 this way. */
 #define BLOCKED_FROM(head)                                                     \
   "SELECT queue, count(*) FROM (SELECT f.queue FROM onceq_items f"             \
   " WHERE f.ordering_key IS NOT NULL AND f.last_error IS NOT NULL"             \

@@ -2,7 +2,7 @@
  * it_lib_ack_plan: the statements that name a session's items by id (the
  * acks, a failure's retry and dead-letter, a release, the keys read before
  * a keyed ack) do not read them through onceq_items_claim on PostgreSQL;
- * all but the last find them by the primary key.
+ * they find them by the primary key.
  *
  * The state that misled the planner: the table analyzed while nothing was
  * claimed (a backlog enqueued, then worked: the claim column all NULL in
@@ -27,7 +27,7 @@
 #define CLAIM_MAX 500
 
 typedef struct plan_scan {
-  int pkey, claim; /* plan lines naming each index */
+  int pkey, claim; /* how often the plan names each index */
 } plan_scan;
 
 static int lines_naming(const char *plan, const char *index)
