@@ -25,7 +25,12 @@ static oq_err run_sql(oq_db *db, const oq_item *it, void *ud)
   const char *params[4] = {it->payload, it->id, it->queue, attempt};
   free(c->row_json);
   c->row_json = NULL;
-  oq_err e = oq_db_exec_typed_json(db, c->sql, 4, types, params, &c->row_json);
+  /* prepared once per connection, as the batched acks prepare it (the same
+   * text and types, so the same cache entry): an idle worker's items come
+   * one at a time, and parsing and planning the handler's statement was
+   * on every one's latency path */
+  oq_err e =
+      oq_db_exec_prepared_json(db, c->sql, 4, types, params, &c->row_json);
   /* the ack's statement reads it after this returns (ack.c) */
   c->ao->result = c->row_json;
   if (e == OQ_OK || e == OQ_ERR_RETRY || e == OQ_ERR_CONN)

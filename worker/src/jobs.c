@@ -180,12 +180,15 @@ void wk_jobs_push(wk *w, wk_gen *g, oq_item *items, size_t n)
    * (two cores in the peer benchmark) at the moment that item's latency
    * is decided. An executor that finishes its own turn takes whatever is
    * still queued before it waits, so no job waits for a wake-up. */
+  w->reclaimed += again;
+  pthread_mutex_unlock(&w->mu);
+  /* after the unlock: a waiter woken while we still held the mutex would
+   * only block on it again (two more context switches per hand-over on
+   * an idle worker's latency path) */
   if (n == 1)
     pthread_cond_signal(&w->work_cv);
   else
     pthread_cond_broadcast(&w->work_cv);
-  w->reclaimed += again;
-  pthread_mutex_unlock(&w->mu);
   if (again)
     OQ_LOG(OQ_LOG_WARN, oq_session_id(g->session), NULL,
            "a claim brought %" PRIu64 " item(s) this session already runs "
@@ -297,8 +300,8 @@ void wk_ack_queue(wk *w, wk_job *j)
     w->ack_head = j;
   w->ack_tail = j;
   w->acks_pending++;
-  pthread_cond_signal(&w->ack_cv);
   pthread_mutex_unlock(&w->mu);
+  pthread_cond_signal(&w->ack_cv); /* after the unlock: wk_jobs_push */
 }
 
 int wk_gating(wk *w)

@@ -155,6 +155,22 @@ OQ_MUST_CHECK oq_err oq_db_exec_typed_json(oq_db *db, const char *sql,
                                            const char *const *params,
                                            char **row_json);
 
+/* oq_db_exec_typed_json for a statement run again and again (a handler's):
+ * parsed and planned once per connection, in the connection's cache of
+ * prepared statements (unnamed behind a transaction pooler), like the
+ * library's own per-item statements. The cache knows a statement by its
+ * text: pass one text with the same types every time. A prepared statement
+ * lost under it (a
+ * DISCARD ALL, a pooler) gives OQ_ERR_RETRY, and the next call prepares it
+ * again.
+ * Blocks: one statement (the first call on a connection: two), not retried;
+ * bounded by the deadline; cancel by: the deadline. */
+OQ_MUST_CHECK oq_err oq_db_exec_prepared_json(oq_db *db, const char *sql,
+                                              int nparams,
+                                              const unsigned int *types,
+                                              const char *const *params,
+                                              char **row_json);
+
 /* Type OIDs for oq_db_exec_typed. */
 #define OQ_OID_INT4 23u
 #define OQ_OID_TEXT 25u
