@@ -100,6 +100,11 @@ static const char SQL_BLOCKED_CRDB[] =
                  " WHERE e.queue = f.queue AND e.ordering_key = f.ordering_key"
                  " AND e.enqueue_seq < f.enqueue_seq)");
 
+const char *qv_blocked_sql(oq_engine engine)
+{
+  return engine == OQ_ENGINE_COCKROACH ? SQL_BLOCKED_CRDB : SQL_BLOCKED_PG;
+}
+
 static const char SQL_TOP_PRIORITY[] =
     "SELECT max(priority) FROM onceq_items WHERE claim IS NULL AND queue = $1";
 /* One (queue, priority): ready count, scheduled count, the oldest entry's
@@ -353,10 +358,7 @@ oq_err qv_snapshot_take(oq_db *db, bool with_sessions, qv_snapshot *out)
   if (e == OQ_OK && out->history)
     e = grouped(db, SQL_DONE_60S, &ns, &done);
   if (e == OQ_OK) /* its queues have unclaimed items: already named */
-    e = grouped(db,
-                oq_db_engine(db) == OQ_ENGINE_COCKROACH ? SQL_BLOCKED_CRDB
-                                                        : SQL_BLOCKED_PG,
-                &ns, &blocked);
+    e = grouped(db, qv_blocked_sql(oq_db_engine(db)), &ns, &blocked);
   if (e != OQ_OK)
     goto out;
 

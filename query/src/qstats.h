@@ -109,6 +109,9 @@ OQ_MUST_CHECK oq_err qv_snapshot_take(oq_db *db, bool with_sessions,
                                       qv_snapshot *out);
 /* Free a snapshot's memory. NULL is fine. */
 void qv_snapshot_free(qv_snapshot *s);
+/* The blocked-key count's statement (queue, count per queue), shown for
+ * its plan test (it_cli_blocked_plan). */
+const char *qv_blocked_sql(oq_engine engine);
 /* The queue named q in s, or NULL. */
 const qv_qstat *qv_snapshot_queue(const qv_snapshot *s, const char *q);
 

@@ -67,20 +67,7 @@ static long claim_hits(oq_db *db, const char *text, const char *sid,
   char *plan = SEM_PLAN(db, explain, title);
   oqt_exec(db, "ROLLBACK");
   oqt_exec(db, "DEALLOCATE oqt_k");
-  /* the top node's line: "Buffers: shared hit=N read=M ..." (either part
-   * may be missing: hit and read are each shown only when not zero) */
-  long hits = -1;
-  const char *b = strstr(plan, "Buffers: shared");
-  if (b) {
-    const char *eol = strchr(b, '\n');
-    const char *h = strstr(b, "hit=");
-    const char *r = strstr(b, "read=");
-    hits = 0;
-    if (h && (!eol || h < eol))
-      hits += strtol(h + strlen("hit="), NULL, 10);
-    if (r && (!eol || r < eol))
-      hits += strtol(r + strlen("read="), NULL, 10);
-  }
+  long hits = sem_plan_buffers(plan);
   /* the rows its scans of onceq_items produced (rows x loops) plus those
    * its filters removed: what a sequential scan costs per row, which
    * buffer reads (one per page) understate */

@@ -155,6 +155,26 @@ static inline char *sem_plan_at(const char *file, int line, oq_db *db,
 #define SEM_PLAN(db, explain, title)                                           \
   sem_plan_at(__FILE__, __LINE__, (db), (explain), (title))
 
+/* The buffers a plan's top node read (EXPLAIN (ANALYZE, BUFFERS)'s first
+ * "Buffers: shared hit=N read=M" line, hit plus read: each part is shown
+ * only when not zero), or -1 when the plan has no buffer counts. Buffer
+ * reads depend on the plan, not on the machine's speed. */
+static inline long sem_plan_buffers(const char *plan)
+{
+  const char *b = strstr(plan, "Buffers: shared");
+  if (!b)
+    return -1;
+  const char *eol = strchr(b, '\n');
+  const char *h = strstr(b, "hit=");
+  const char *r = strstr(b, "read=");
+  long n = 0;
+  if (h && (!eol || h < eol))
+    n += strtol(h + strlen("hit="), NULL, 10);
+  if (r && (!eol || r < eol))
+    n += strtol(r + strlen("read="), NULL, 10);
+  return n;
+}
+
 /* `text` with its first `now` written as `was` (a control's statement as
  * it read before a change), malloc'd; fails when `text` no longer says
  * `now`. */

@@ -73,3 +73,8 @@ oq_add_test(it_lib_ack_plan LABEL integration TIMEOUT 60
 # KEY_FRONT), and the claims take each key's first item in that state.
 oq_add_test(it_lib_keyed_claim_plan LABEL integration TIMEOUT 60
             SOURCES keyed_claim_plan.c INTERNAL)
+# The blocked-key count (query/src/qstats.c) stays one descent per failed
+# item after a drain was analyzed without a VACUUM, and counts right there.
+oq_add_test(it_cli_blocked_plan LABEL integration TIMEOUT 60
+            SOURCES blocked_plan.c)
+target_link_libraries(it_cli_blocked_plan PRIVATE onceq_query)
