@@ -330,7 +330,34 @@ static void test_prepared_lost(const char *dsn, oq_db *db)
   ASSERT_OK(d, oq_session_end(d, s));
   oq_session_free(s);
   oq_db_close(d);
-  printf("ok prepared lost: three claims across DEALLOCATE ALL\n");
+  /* a handler's statement through the cache (oq_db_exec_prepared_json), on
+   * a connection of its own (the claims above made theirs run unnamed:
+   * statements gone between Parse and Bind look like a pooler): the call
+   * that finds it gone says OQ_ERR_RETRY, and the next one runs it (unnamed
+   * from then on, for the same reason) */
+  d = oqt_connect(dsn);
+  static const unsigned int types[1] = {OQ_OID_INT4};
+  const char *one[1] = {"41"};
+  const char *sql = "SELECT $1 + 1 AS k";
+  char *row = NULL;
+  ASSERT_OK(d, oq_db_exec_prepared_json(d, sql, 1, types, one, &row));
+  ASSERT_STREQ(row, "{\"k\": 42}");
+  free(row);
+  ASSERT_EQ(oqt_scalar(d, "SELECT count(*) FROM pg_prepared_statements"
+                          " WHERE statement LIKE '%$1 + 1 AS k%'"),
+            1);
+  PGresult *r = PQexec(oq_db_pgconn(d), "DEALLOCATE ALL");
+  ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK);
+  PQclear(r);
+  ASSERT_EQ(oq_db_exec_prepared_json(d, sql, 1, types, one, &row),
+            OQ_ERR_RETRY);
+  free(row);
+  ASSERT_OK(d, oq_db_exec_prepared_json(d, sql, 1, types, one, &row));
+  ASSERT_STREQ(row, "{\"k\": 42}");
+  free(row);
+  oq_db_close(d);
+  printf("ok prepared lost: three claims and a handler's statement across "
+         "DEALLOCATE ALL\n");
 }
 
 /* 16 statements fill the cache; naming the first again and then adding a

@@ -160,9 +160,10 @@ OQ_MUST_CHECK oq_err oq_db_exec_typed_json(oq_db *db, const char *sql,
  * prepared statements (unnamed behind a transaction pooler), like the
  * library's own per-item statements. The cache knows a statement by its
  * text: pass one text with the same types every time. A prepared statement
- * lost under it (a
- * DISCARD ALL, a pooler) gives OQ_ERR_RETRY, and the next call prepares it
- * again.
+ * lost under it (a DISCARD ALL, a pooler) gives OQ_ERR_RETRY, and the next
+ * call runs it again (a statement gone between its Parse and its Bind is
+ * taken for a transaction pooler: the connection's statements run unnamed
+ * from then on).
  * Blocks: one statement (the first call on a connection: two), not retried;
  * bounded by the deadline; cancel by: the deadline. */
 OQ_MUST_CHECK oq_err oq_db_exec_prepared_json(oq_db *db, const char *sql,
