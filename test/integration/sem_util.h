@@ -175,6 +175,86 @@ static inline long sem_plan_buffers(const char *plan)
   return n;
 }
 
+/* The rows a plan's scans of onceq_items produced (actual rows x loops)
+ * plus those its filters removed: what a sequential scan or a walk of the
+ * wrong index costs per row, which buffer reads (one per page) understate.
+ * Plans from EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF). */
+static inline long sem_plan_rows_read(const char *plan)
+{
+  long seen = 0;
+  for (const char *l = plan; l && *l;) {
+    const char *eol = strchr(l, '\n');
+    size_t n = eol ? (size_t)(eol - l) : strlen(l);
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)n, l);
+    const char *a = strstr(line, "actual rows=");
+    const char *lp = strstr(line, "loops=");
+    if (strstr(line, " on onceq_items") && a && lp)
+      seen += strtol(a + strlen("actual rows="), NULL, 10) *
+              strtol(lp + strlen("loops="), NULL, 10);
+    const char *rm = strstr(line, "Rows Removed by Filter: ");
+    if (rm)
+      seen += strtol(rm + strlen("Rows Removed by Filter: "), NULL, 10);
+    l = eol ? eol + 1 : NULL;
+  }
+  return seen;
+}
+
+/* `text` prepared (SEM_PREPARE) and run once in its generic plan, as the
+ * library's claims run (plan_cache_mode), under EXPLAIN (ANALYZE, BUFFERS,
+ * COSTS OFF, TIMING OFF), in a transaction that is rolled back: the plan,
+ * printed under "<title>, generic plan" and returned (malloc'd, the caller
+ * frees it). args: the EXECUTE's parameter list without parentheses, or
+ * NULL for none. */
+static inline char *sem_generic_run_at(const char *file, int line, oq_db *db,
+                                       const char *text, const char *args,
+                                       const char *title)
+{
+  sem_prepare_at(file, line, db, "oqt_g", text);
+  size_t len = (args ? strlen(args) : 0) + 128;
+  char *explain = malloc(len);
+  if (!explain)
+    OQT_FAIL("out of memory");
+  snprintf(
+      explain, len,
+      "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) EXECUTE oqt_g%s%s%s",
+      args ? "(" : "", args ? args : "", args ? ")" : "");
+  char heading[200];
+  snprintf(heading, sizeof heading, "%s, generic plan", title);
+  semq_exec_at(file, line, db, "BEGIN", 0, NULL);
+  semq_exec_at(file, line, db, "SET LOCAL plan_cache_mode = force_generic_plan",
+               0, NULL);
+  char *plan = sem_plan_at(file, line, db, explain, heading);
+  semq_exec_at(file, line, db, "ROLLBACK", 0, NULL);
+  semq_exec_at(file, line, db, "DEALLOCATE oqt_g", 0, NULL);
+  free(explain);
+  return plan;
+}
+#define SEM_GENERIC_RUN(db, text, args, title)                                 \
+  sem_generic_run_at(__FILE__, __LINE__, (db), (text), (args), (title))
+
+/* A control (the statement written as before a fix) must do more than the
+ * bound in the state a test built, or that state no longer misleads the
+ * planner and the check of the fixed statement would prove nothing: fail
+ * then. what: the unit ("buffers", "rows"). */
+static inline void sem_control_past_at(const char *file, int line, long was,
+                                       long bound, const char *what)
+{
+  if (was <= bound) {
+    fprintf(stderr,
+            "FAIL %s:%d: the control (above) read %ld %s, not more than %ld: "
+            "this state no longer misleads the planner, so the check would "
+            "pass with the old text too\n",
+            file, line, was, what, bound);
+    exit(1);
+  }
+  printf("ok the control reads %ld %s (> %ld): the state misleads the "
+         "planner\n",
+         was, what, bound);
+}
+#define SEM_CONTROL_PAST(was, bound, what)                                     \
+  sem_control_past_at(__FILE__, __LINE__, (was), (bound), (what))
+
 /* `text` with its first `now` written as `was` (a control's statement as
  * it read before a change), malloc'd; fails when `text` no longer says
  * `now`. */
