@@ -14,11 +14,18 @@
  * rows, so no statement probes a key by (queue, ordering_key), which is
  * not a prefix of that index on PostgreSQL (schema v11: queue, part,
  * ordering_key, enqueue_seq) and is on CockroachDB.
+ *
+ * --blocked reads only the failed items instead (onceq_items_key_failed,
+ * as the blocked-key count does: key_head.h): the failed heads, each
+ * with one count of its key's items by the key index, so the keys an
+ * operator looks for when work is stuck come back in time proportional
+ * to the failed items, not to the keyed backlog.
  */
 #include <math.h>
 #include <string.h>
 
 #include "fmt.h"
+#include "key_head.h"
 #include "keys_view.h"
 #include "rows.h"
 
@@ -37,6 +44,30 @@ static const char keys_sql[] =
     " ORDER BY queue, ordering_key, enqueue_seq) h"
     " WHERE NOT $2::bool OR (h.claim IS NULL AND h.last_error IS NOT NULL)"
     " ORDER BY h.queue, h.ordering_key LIMIT $3::int";
+
+/* The same columns for the blocked keys only: a blocked head is never
+ * running (claim IS NULL). */
+#define KEYS_BLOCKED(head, same_key)                                           \
+  "SELECT f.queue, f.ordering_key, f.id::text, f.attempts, f.max_attempts,"    \
+  " CASE WHEN f.attempts >= f.max_attempts THEN 'exhausted'"                   \
+  " WHEN f.run_at > now() THEN 'retrying' ELSE 'ready' END,"                   \
+  " extract(epoch from f.run_at - now())::float8,"                             \
+  " (SELECT count(*) FROM onceq_items e WHERE " same_key ") - 1,"              \
+  " f.last_error, f.enqueue_seq FROM onceq_items f"                            \
+  " WHERE " QV_FAILED_KEYED " AND ($1::text IS NULL OR f.queue = $1::text)"    \
+  " AND $2::bool AND " head " ORDER BY f.queue, f.ordering_key LIMIT $3::int"
+static const char keys_blocked_pg[] =
+    KEYS_BLOCKED(QV_FAILED_HEAD_PG, "e.queue = f.queue AND e.part = f.part"
+                                    " AND e.ordering_key = f.ordering_key"
+                                    " AND e.ordering_key IS NOT NULL");
+static const char keys_blocked_crdb[] =
+    KEYS_BLOCKED(QV_FAILED_HEAD_CRDB, "e.queue = f.queue"
+                                      " AND e.ordering_key = f.ordering_key");
+
+const char *qv_keys_blocked_sql(oq_engine engine)
+{
+  return engine == OQ_ENGINE_COCKROACH ? keys_blocked_crdb : keys_blocked_pg;
+}
 
 enum {
   K_QUEUE,
@@ -121,5 +152,7 @@ oq_err qv_keys_read(oq_db *db, const char *queue, bool blocked_only, long limit,
   const char *p[3] = {queue, blocked_only ? "true" : "false", lim};
   keys_ctx c = {l, sum, limit};
   memset(sum, 0, sizeof *sum);
-  return oq_db_query(db, keys_sql, 3, p, key_row, &c);
+  return oq_db_query(
+      db, blocked_only ? qv_keys_blocked_sql(oq_db_engine(db)) : keys_sql, 3, p,
+      key_row, &c);
 }

@@ -28,4 +28,8 @@ OQ_MUST_CHECK oq_err qv_keys_read(oq_db *db, const char *queue,
                                   bool blocked_only, long limit, cm_listing *l,
                                   qv_keys_sum *sum);
 
+/* The statement of qv_keys_read with blocked_only, shown for its plan test
+ * (it_cli_blocked_plan): $1 queue or NULL, $2 true, $3 the row limit. */
+const char *qv_keys_blocked_sql(oq_engine engine);
+
 #endif

@@ -24,6 +24,7 @@
 #include "rows.h"
 #include "figures.h"
 #include "fmt.h"
+#include "key_head.h"
 #include "qstats.h"
 
 #define CAP1 "100001"
@@ -72,33 +73,14 @@ static const char SQL_DIED_60S[] =
     " WHERE died_at > now() - interval '60 seconds' LIMIT " CAP1
     ") d GROUP BY queue";
 
-/* Blocked keys per queue: the failed, unclaimed keyed items (the partial
- * index onceq_items_key_failed, schema v7) with no earlier item of their
- * key, i.e. failed heads: the keys `onceq keys --blocked` lists. The probe
- * for an earlier item is one descent of onceq_items_key_order, whose
- * columns differ by engine: (queue, part, ordering_key, enqueue_seq) on
- * PostgreSQL (schema v11: a key's items share one part there), (queue,
- * ordering_key, enqueue_seq) on CockroachDB (a key may span parts). On
- * PostgreSQL it asks "is f its key's first?" with a scalar subquery, a
- * subplan per failed item whatever the statistics say: as NOT EXISTS it
- * became an anti-join that, with the table analyzed after a drain (no
- * rows counted, pages left), scanned the whole key index for each failed
- * item (the keyed claim's front walk had the same fault: lib/src/
- * dialect.c, KEY_FRONT): 514,000 -> 2,014,000 buffer reads at 20,000 ->
- * 80,000 rows, about 180 this way. */
+/* Blocked keys per queue: the failed heads (key_head.h), the keys `onceq
+ * keys --blocked` lists; 514,000 -> 2,014,000 buffer reads at 20,000 ->
+ * 80,000 rows as an anti-join, about 180 this way. */
 #define BLOCKED_FROM(head)                                                     \
   "SELECT queue, count(*) FROM (SELECT f.queue FROM onceq_items f"             \
-  " WHERE f.ordering_key IS NOT NULL AND f.last_error IS NOT NULL"             \
-  " AND f.claim IS NULL AND " head " LIMIT " CAP1 ") b GROUP BY queue"
-static const char SQL_BLOCKED_PG[] = BLOCKED_FROM(
-    "f.enqueue_seq = (SELECT e.enqueue_seq FROM onceq_items e"
-    " WHERE e.queue = f.queue AND e.part = f.part"
-    " AND e.ordering_key = f.ordering_key AND e.ordering_key IS NOT NULL"
-    " ORDER BY e.enqueue_seq LIMIT 1)");
-static const char SQL_BLOCKED_CRDB[] =
-    BLOCKED_FROM("NOT EXISTS (SELECT 1 FROM onceq_items e"
-                 " WHERE e.queue = f.queue AND e.ordering_key = f.ordering_key"
-                 " AND e.enqueue_seq < f.enqueue_seq)");
+  " WHERE " QV_FAILED_KEYED " AND " head " LIMIT " CAP1 ") b GROUP BY queue"
+static const char SQL_BLOCKED_PG[] = BLOCKED_FROM(QV_FAILED_HEAD_PG);
+static const char SQL_BLOCKED_CRDB[] = BLOCKED_FROM(QV_FAILED_HEAD_CRDB);
 
 const char *qv_blocked_sql(oq_engine engine)
 {
