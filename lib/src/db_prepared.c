@@ -113,6 +113,16 @@ void oq__db_vanished(oq_db *db)
          db->masked);
 }
 
+bool oq__db_prepared_cached(const oq_db *db, const char *sql)
+{
+  if (db->route == OQ__DB_POOLER_UNNAMED)
+    return false;
+  for (int i = 0; i < OQ__DB_PREPARED_MAX; i++)
+    if (db->prep.sql[i] && strcmp(db->prep.sql[i], sql) == 0)
+      return true;
+  return false;
+}
+
 /* slot was named: it and the one named before it are kept from eviction */
 static void named(oq_db *db, int slot)
 {

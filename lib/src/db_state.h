@@ -178,6 +178,10 @@ bool oq__db_pipeline_end_err(oq_db *db, bool *timed_out, PGresult **err);
 
 /* ---- db_prepared.c ----------------------------------------------------- */
 
+/* Whether sql has a name in the cache already: prepared by an earlier
+ * call on this connection (false behind a transaction pooler, where
+ * nothing is named). */
+bool oq__db_prepared_cached(const oq_db *db, const char *sql);
 /* oq__db_prepare_once with the failure's wording `what`. */
 oq_err oq__db_prepare_as(oq_db *db, const char *sql, int nparams,
                          const unsigned int *types, char *name, size_t namelen,

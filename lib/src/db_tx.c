@@ -98,6 +98,7 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
     pname[0] = '\0';
     if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
       return NULL;
+    oq__db_clear(db); /* run unnamed: its failure is not this call's */
   }
   if (!PQenterPipelineMode(db->conn))
     return NULL; /* still pending: the caller's rollback clears it */
@@ -157,6 +158,7 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
                        "not connected to %s; the connection was lost",
                        db->masked);
   char name[32];
+  bool cached = prepared && oq__db_prepared_cached(db, sql);
   if (prepared) {
     oq_err pe = oq__db_prepare_as(db, sql, nparams, types, name, sizeof name,
                                   NULL, "query failed");
@@ -175,8 +177,16 @@ static oq_err run_typed(oq_db *db, const char *sql, int nparams,
   ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     e = oq__db_fail_result(db, res, "query failed");
+    /* 0A000 says the server threw a cached plan away ("cached plan must
+     * not change result type") only for a statement named by an earlier
+     * call; from one prepared in this call it is the statement's own
+     * failure (a plan it cannot have, a function raising 0A000), which
+     * preparing it again would only repeat: an --sql handler's attempt
+     * then fails instead of restarting its transaction again and again */
     if (prepared && name[0] && e != OQ_ERR_CONN &&
-        oq__sqlstate_prepared_gone(db->sqlstate)) {
+        oq__sqlstate_prepared_gone(db->sqlstate) &&
+        (cached ||
+         !oq__sqlstate_is(db->sqlstate, OQ_SQLSTATE_FEATURE_NOT_SUPPORTED))) {
       if (oq__sqlstate_is(db->sqlstate, OQ_SQLSTATE_INVALID_STATEMENT_NAME))
         oq__db_vanished(db);
       e = oq__db_lost_prepared(db);

@@ -175,13 +175,14 @@ static inline long sem_plan_buffers(const char *plan)
   return n;
 }
 
-/* The rows a plan's scans of onceq_items produced (actual rows x loops)
- * plus those its filters removed: what a sequential scan or a walk of the
- * wrong index costs per row, which buffer reads (one per page) understate.
- * Plans from EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF). */
+/* The rows a plan's scans of onceq_items produced plus those its filters
+ * removed, each times its node's loops (EXPLAIN shows both per loop, and
+ * from PostgreSQL 18 with decimals): what a sequential scan or a walk of
+ * the wrong index costs per row, which buffer reads (one per page)
+ * understate. Plans from EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF). */
 static inline long sem_plan_rows_read(const char *plan)
 {
-  long seen = 0;
+  double seen = 0, loops = 1;
   for (const char *l = plan; l && *l;) {
     const char *eol = strchr(l, '\n');
     size_t n = eol ? (size_t)(eol - l) : strlen(l);
@@ -189,15 +190,31 @@ static inline long sem_plan_rows_read(const char *plan)
     snprintf(line, sizeof line, "%.*s", (int)n, l);
     const char *a = strstr(line, "actual rows=");
     const char *lp = strstr(line, "loops=");
-    if (strstr(line, " on onceq_items") && a && lp)
-      seen += strtol(a + strlen("actual rows="), NULL, 10) *
-              strtol(lp + strlen("loops="), NULL, 10);
+    if (a && lp) { /* a node: the lines below it until the next are its */
+      loops = strtod(lp + strlen("loops="), NULL);
+      if (strstr(line, " on onceq_items"))
+        seen += strtod(a + strlen("actual rows="), NULL) * loops;
+    }
     const char *rm = strstr(line, "Rows Removed by Filter: ");
     if (rm)
-      seen += strtol(rm + strlen("Rows Removed by Filter: "), NULL, 10);
+      seen += strtod(rm + strlen("Rows Removed by Filter: "), NULL) * loops;
     l = eol ? eol + 1 : NULL;
   }
-  return seen;
+  return (long)(seen + 0.5);
+}
+
+/* The actual rows of the plan's first node whose line says `node` (e.g.
+ * "Update on onceq_items"), or -1 when there is none. */
+static inline double sem_plan_node_rows(const char *plan, const char *node)
+{
+  const char *at = strstr(plan, node);
+  if (!at)
+    return -1;
+  const char *eol = strchr(at, '\n');
+  const char *a = strstr(at, "actual rows=");
+  if (!a || (eol && a > eol))
+    return -1;
+  return strtod(a + strlen("actual rows="), NULL);
 }
 
 /* `text` prepared (SEM_PREPARE) and run once in its generic plan, as the

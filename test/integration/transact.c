@@ -360,6 +360,49 @@ static void test_prepared_lost(const char *dsn, oq_db *db)
          "DEALLOCATE ALL\n");
 }
 
+/* 0A000 from a statement prepared in the same call is its own failure
+ * (OQ_ERR_SQL: an --sql handler's attempt fails), not a lost statement;
+ * from one prepared by an earlier call it may be a plan the server threw
+ * away (OQ_ERR_RETRY, the cache forgotten), and the call after that,
+ * preparing it anew, reports the statement's own 0A000 as OQ_ERR_SQL. */
+static void test_prepared_own_0a000(const char *dsn, oq_db *other)
+{
+  oqt_exec(other, "CREATE TABLE tx_unsup (fail bool NOT NULL)");
+  oqt_exec(other, "INSERT INTO tx_unsup VALUES (false)");
+  oqt_exec(other,
+           "CREATE FUNCTION tx_unsup() RETURNS int LANGUAGE plpgsql AS $$"
+           " BEGIN IF (SELECT fail FROM tx_unsup) THEN RAISE EXCEPTION"
+           " 'not supported here' USING ERRCODE = '0A000'; END IF;"
+           " RETURN 1; END $$");
+  oq_db *d = oqt_connect(dsn);
+  const char *sql = "SELECT tx_unsup() AS k";
+  char *row = NULL;
+  ASSERT_OK(d, oq_db_exec_prepared_json(d, sql, 0, NULL, NULL, &row));
+  free(row);
+  oqt_exec(other, "UPDATE tx_unsup SET fail = true");
+  /* prepared by the call before: taken for a plan the server dropped */
+  ASSERT_EQ(oq_db_exec_prepared_json(d, sql, 0, NULL, NULL, &row),
+            OQ_ERR_RETRY);
+  free(row);
+  /* prepared anew: the statement's own failure; it stays named, so the
+   * next call is the first case again: an --sql handler's transaction
+   * restarts at most once before its attempt fails */
+  for (int i = 0; i < 2; i++) {
+    oq_err e = oq_db_exec_prepared_json(d, sql, 0, NULL, NULL, &row);
+    free(row);
+    if (e != OQ_ERR_SQL)
+      OQT_FAIL("round %d, prepared anew: %s (%s)", i, oq_strerror(e),
+               oq_db_errmsg(d));
+    ASSERT(oq_db_sqlstate_is(d, OQ_SQLSTATE_FEATURE_NOT_SUPPORTED));
+    ASSERT_EQ(oq_db_exec_prepared_json(d, sql, 0, NULL, NULL, &row),
+              OQ_ERR_RETRY);
+    free(row);
+  }
+  oq_db_close(d);
+  printf("ok prepared 0A000: a plan the server dropped is retried once, the "
+         "statement's own 0A000 is an error\n");
+}
+
 /* 16 statements fill the cache; naming the first again and then adding a
  * 17th must not evict the first (the round robin points at its slot). */
 static void test_cache_keeps_last(const char *dsn)
@@ -483,6 +526,7 @@ int main(void)
   test_claim_without_jit(db, other, s);
   test_claim_fails_at_commit(db, other, s);
   test_prepared_lost(dsn, db);
+  test_prepared_own_0a000(dsn, other);
   test_cache_keeps_last(dsn);
   test_cache_keeps_two(dsn);
   test_heartbeat(db, dsn);

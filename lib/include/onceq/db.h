@@ -160,12 +160,16 @@ OQ_MUST_CHECK oq_err oq_db_exec_typed_json(oq_db *db, const char *sql,
  * prepared statements (unnamed behind a transaction pooler), like the
  * library's own per-item statements. The cache knows a statement by its
  * text: pass one text with the same types every time. A prepared statement
- * lost under it (a DISCARD ALL, a pooler) gives OQ_ERR_RETRY, and the next
- * call runs it again (a statement gone between its Parse and its Bind is
- * taken for a transaction pooler: the connection's statements run unnamed
- * from then on).
- * Blocks: one statement (the first call on a connection: two), not retried;
- * bounded by the deadline; cancel by: the deadline. */
+ * lost under it gives OQ_ERR_RETRY, and the next call runs it again: 26000
+ * (a DISCARD ALL or DEALLOCATE, or a pooler) is taken for a transaction
+ * pooler, and the connection's statements run unnamed from then on (with a
+ * warning); 0A000 from a statement prepared by an earlier call (the server
+ * dropped its cached plan, "cached plan must not change result type")
+ * makes the next call prepare it anew, and 0A000 from one prepared in the
+ * same call is the statement's own failure (OQ_ERR_SQL).
+ * Blocks: one statement, plus its Prepare on a connection's first call
+ * (and a DEALLOCATE when the cache is full), each bounded by the deadline;
+ * not retried; cancel by: the deadline. */
 OQ_MUST_CHECK oq_err oq_db_exec_prepared_json(oq_db *db, const char *sql,
                                               int nparams,
                                               const unsigned int *types,
