@@ -272,6 +272,22 @@ static inline void sem_control_past_at(const char *file, int line, long was,
 #define SEM_CONTROL_PAST(was, bound, what)                                     \
   sem_control_past_at(__FILE__, __LINE__, (was), (bound), (what))
 
+/* The checked statement (named `name`) must stay within the bound its
+ * control went past, or fail saying `why` it did not. */
+static inline void sem_within_at(const char *file, int line, const char *name,
+                                 long now, long bound, const char *what,
+                                 const char *why)
+{
+  if (now > bound) {
+    fprintf(stderr, "FAIL %s:%d: %s read %ld %s (above), more than %ld: %s\n",
+            file, line, name, now, what, bound, why);
+    exit(1);
+  }
+  printf("ok %s reads %ld %s (<= %ld)\n", name, now, what, bound);
+}
+#define SEM_WITHIN(name, now, bound, what, why)                                \
+  sem_within_at(__FILE__, __LINE__, (name), (now), (bound), (what), (why))
+
 /* `text` with its first `now` written as `was` (a control's statement as
  * it read before a change), malloc'd; fails when `text` no longer says
  * `now`. */
