@@ -159,11 +159,14 @@
  * the queue: 999 descents, 123 ms of an empty claim); any other claim
  * walks all of them, [0, 1024). A key's items share one part on
  * PostgreSQL (the trigger of schema v11 sets part from the key on every
- * INSERT and on every UPDATE that names the key or the part), so the row
- * it finds for a pair is its key's lowest enqueue_seq in onceq_items
- * (claimed or not, ready or not: exactly KEY_HEAD's "no earlier item");
- * it is a candidate if that row is ready (`ready`, the arm's predicate,
- * read on h's columns) and no item of its key is claimed (KEYS_CLAIMED_PG:
+ * INSERT and on every UPDATE that names the key or the part) and the
+ * index holds only unclaimed rows (v12: a keyed claim adds no entry to
+ * it; a key whose items are all claimed is not walked), so the row it
+ * finds for a pair is its key's lowest enqueue_seq among the unclaimed
+ * items, ready or not: KEY_HEAD's "no earlier item" once no item of the
+ * key is claimed, which is the other test. It is a candidate if that row
+ * is ready (`ready`, the arm's predicate, read on h's columns) and no item
+ * of its key is claimed (KEYS_CLAIMED_PG:
  * NOT IN, which the planner does not turn into a per-row anti-join; the
  * key column is never NULL on either side). At most $3 heads, in (part,
  * key) order, so a claim of ten does not read a million keys.
@@ -172,12 +175,13 @@
  * The keys of queue q.name with an item claimed, PostgreSQL: KEY_HEAD's
  * claimed-key question, asked once per queue per claim (the CTE `busy` of
  * KEY_CANDIDATES, read by the front walk and the loose scan as a hashed
- * NOT IN) rather than per candidate. The planner reads either the claimed
- * rows of every queue (onceq_items_claim) or the queue's keyed rows
- * (onceq_items_key_order), whichever it expects fewer of, one heap visit
- * each: 0.16 ms with 1,000 of 20,000 keyed rows claimed, 2.9 ms with
- * 50,000 unkeyed rows of another queue claimed as well (EXPLAIN ANALYZE,
- * private PostgreSQL 15). Schema v9 dropped the index this used to read
+ * NOT IN) rather than per candidate. It reads the claimed rows of every
+ * queue (onceq_items_claim), one heap visit each: 0.16 ms with 1,000 of
+ * 20,000 keyed rows claimed, 2.9 ms with 50,000 unkeyed rows of another
+ * queue claimed as well (EXPLAIN ANALYZE, private PostgreSQL 15; the
+ * planner could also read the queue's keyed rows from
+ * onceq_items_key_order until schema v12 left the claimed ones out of
+ * that index). Schema v9 dropped the index this used to read
  * (onceq_items_key_claimed, (queue, ordering_key) of the claimed keyed
  * rows): every keyed claim added an entry to it, in a few hot pages, and
  * the next-item statement below, its other reader, needs no such probe.
@@ -191,12 +195,13 @@
   "SELECT kh.id FROM (WITH RECURSIVE h AS ("                                   \
   "(SELECT i.queue, i.part, i.ordering_key, i.id, i.claim, i.run_at,"          \
   " i.attempts, i.max_attempts FROM onceq_items i WHERE i.queue = q.name"      \
-  " AND i.ordering_key IS NOT NULL AND i.part >= " lo " AND i.part < " hi      \
+  " AND i.ordering_key IS NOT NULL AND i.claim IS NULL"                        \
+  " AND i.part >= " lo " AND i.part < " hi                                     \
   " ORDER BY i.part, i.ordering_key, i.enqueue_seq LIMIT 1) UNION ALL"         \
   " SELECT nx.* FROM h CROSS JOIN LATERAL"                                     \
   " (SELECT i.queue, i.part, i.ordering_key, i.id, i.claim, i.run_at,"         \
   " i.attempts, i.max_attempts FROM onceq_items i WHERE i.queue = q.name"      \
-  " AND i.ordering_key IS NOT NULL"                                            \
+  " AND i.ordering_key IS NOT NULL AND i.claim IS NULL"                        \
   " AND (i.part, i.ordering_key) > (h.part, h.ordering_key) AND i.part < " hi  \
   " ORDER BY i.part, i.ordering_key, i.enqueue_seq LIMIT 1) nx)"               \
   " SELECT h.id FROM h WHERE " ready                                           \
@@ -222,13 +227,14 @@
  */
 /*
  * The front walk's "no earlier item" (KEY_HEAD's second question): f0 is
- * its key's first row by enqueue_seq, one descent of onceq_items_key_order
- * (v11) in the part the key's items share. Written as a comparison with a
- * scalar subquery, which PostgreSQL always runs as a subplan per row with
- * f0's columns as its index condition, and not as NOT EXISTS, which the
- * planner turns into an anti-join and may then plan as a nested loop
- * that scans the key index whole for every row of f0. It did so in the
- * claim's generic plan whenever the statistics showed no keyed rows (a
+ * its key's first unclaimed row by enqueue_seq, one descent of
+ * onceq_items_key_order (v11; unclaimed rows only, v12) in the part the
+ * key's items share, and busy (above) says no item of its key is claimed.
+ * Written as a comparison with a scalar subquery, which PostgreSQL always runs
+ * as a subplan per row with f0's columns as its index condition, and not as NOT
+ * EXISTS, which the planner turns into an anti-join and may then plan as a
+ * nested loop that scans the key index whole for every row of f0. It did so in
+ * the claim's generic plan whenever the statistics showed no keyed rows (a
  * queue analyzed before its first keyed items: ordering_key all NULL), a
  * state autovacuum may leave for minutes: 1.54 million buffer reads and
  * 513 ms for one claim of 1,000 at 20,000 keyed items, 65 thousand and 49
@@ -247,7 +253,7 @@
   " AND f0.enqueue_seq = (SELECT k.enqueue_seq FROM onceq_items k"             \
   " WHERE k.queue = f0.queue AND k.part = f0.part"                             \
   " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT NULL"       \
-  " ORDER BY k.enqueue_seq LIMIT 1)"
+  " AND k.claim IS NULL ORDER BY k.enqueue_seq LIMIT 1)"
 #define UNKEYED_READY(ready)                                                   \
   " SELECT u.id FROM (SELECT id FROM onceq_items WHERE " ready " AND " NO_KEY  \
   " ORDER BY priority DESC, run_at"                                            \
@@ -315,12 +321,14 @@
 
 #define SESSION_LIVE_PG SESSION_LIVE("FOR KEY SHARE")
 
-/* Does queue q0 hold any keyed item? One descent of
- * onceq_items_key_order: min() of its second column (part, v11), where
- * min(ordering_key) would now read the queue's every entry. */
+/* Does queue q0 hold any unclaimed keyed item (the only kind a claim may
+ * take)? One descent of onceq_items_key_order (unclaimed keyed rows,
+ * v12): min() of its second column (part, v11), where min(ordering_key)
+ * would now read the queue's every entry. */
 #define QUEUE_KEYED                                                            \
   "(SELECT min(k0.part) FROM onceq_items k0"                                   \
-  " WHERE k0.queue = q0.name AND k0.ordering_key IS NOT NULL) IS NOT NULL"     \
+  " WHERE k0.queue = q0.name AND k0.ordering_key IS NOT NULL"                  \
+  " AND k0.claim IS NULL) IS NOT NULL"                                         \
   " AS keyed"
 /* The chosen rows c (id, priority, run_at, bytes) under the byte budget,
  * claimed: b keeps them in claim order while the payload bytes before each
@@ -475,12 +483,12 @@ static const char claim_parts_crdb[] =
  * statement the deleted heads would still be visible. $2/$3 are the
  * acknowledged items' (queue, ordering_key) pairs, as the items carry them
  * (or read before the check, OQ__SQL_ACK_KEYS, for items built without
- * theirs). Per key, the key's first remaining row by
+ * theirs). Per key, the key's first unclaimed row by
  * enqueue_seq (one descent of onceq_items_key_order, in the part every
- * item of the key has: onceq_key_slot, schema v11; not "the row after
- * the head": an enqueue may commit later with a lower enqueue_seq) is
- * claimed only if it is unclaimed, ready and has attempts left, and its
- * queue is neither
+ * item of the key has: onceq_key_slot, schema v11; the index holds only
+ * unclaimed rows, v12; not "the row after the head": an enqueue may commit
+ * later with a lower enqueue_seq) is claimed only if it is ready and has
+ * attempts left, and its queue is neither
  * paused nor limited (QUEUES_OPEN's test: a limited queue's claims count
  * and take tokens in claim.c's own transaction, so they keep it). The
  * claim's session lock as a filter, not 1/count(*): no live session row
@@ -499,7 +507,8 @@ static const char claim_parts_crdb[] =
  * with SKIP LOCKED. It only decides where to look: the next item is
  * acknowledged by its own claim-checked DELETE later.
  * KEY_HEAD's other probe, "no item of the key is claimed", is not asked
- * here (it was until schema v9): the key's item this transaction deletes
+ * here (it was until schema v9), so the first unclaimed row is the key's
+ * first remaining one: the key's item this transaction deletes
  * was claimed by this session and its claim check passed, and while it
  * was claimed no claim took another item of its key (the claims ask that
  * probe), nor did another next-item statement (it follows the ack of an
@@ -522,7 +531,8 @@ static const char ack_next_pg[] =
     " (SELECT i.ctid, i.claim, i.run_at, i.attempts, i.max_attempts, i.part"
     " FROM onceq_items i WHERE i.queue = h.queue"
     " AND i.part = onceq_key_slot(h.k) AND i.ordering_key = h.k"
-    " AND i.ordering_key IS NOT NULL ORDER BY i.enqueue_seq LIMIT 1) f"
+    " AND i.ordering_key IS NOT NULL AND i.claim IS NULL"
+    " ORDER BY i.enqueue_seq LIMIT 1) f"
     " WHERE f.claim IS NULL AND f.run_at <= now()"
     " AND ($4::int4[] IS NULL OR f.part = ANY($4::int4[]))"
     " AND f.attempts < f.max_attempts),"

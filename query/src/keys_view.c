@@ -9,10 +9,12 @@
  * head has failed (last_error set) and is not running: everything behind
  * it waits until the head succeeds or is dead-lettered (strict order).
  *
- * One pass over the keyed rows (onceq_items_key_order): DISTINCT ON
- * keeps each key's head, and the waiting count is a window over the same
- * rows, so no statement probes a key by (queue, ordering_key), which is
- * not a prefix of that index on PostgreSQL (schema v11: queue, part,
+ * One pass over the keyed rows (the unclaimed ones from
+ * onceq_items_key_order, which holds only those on PostgreSQL since schema
+ * v12, and the claimed ones from onceq_items_claim): DISTINCT ON keeps
+ * each key's head, and the waiting count is a window over the same rows,
+ * so no statement probes a key by (queue, ordering_key), which is not a
+ * prefix of that index on PostgreSQL (schema v11: queue, part,
  * ordering_key, enqueue_seq) and is on CockroachDB.
  *
  * --blocked reads only the failed items instead (onceq_items_key_failed,
@@ -39,8 +41,10 @@ static const char keys_sql[] =
     " FROM (SELECT DISTINCT ON (queue, ordering_key) id, queue, ordering_key,"
     " attempts, max_attempts, claim, run_at, last_error, enqueue_seq,"
     " count(*) OVER (PARTITION BY queue, ordering_key) AS n"
-    " FROM onceq_items WHERE ordering_key IS NOT NULL"
-    " AND ($1::text IS NULL OR queue = $1::text)"
+    " FROM (SELECT * FROM onceq_items WHERE ordering_key IS NOT NULL"
+    " AND claim IS NULL AND ($1::text IS NULL OR queue = $1::text)"
+    " UNION ALL SELECT * FROM onceq_items WHERE ordering_key IS NOT NULL"
+    " AND claim IS NOT NULL AND ($1::text IS NULL OR queue = $1::text)) k"
     " ORDER BY queue, ordering_key, enqueue_seq) h"
     " WHERE NOT $2::bool OR (h.claim IS NULL AND h.last_error IS NOT NULL)"
     " ORDER BY h.queue, h.ordering_key LIMIT $3::int";
@@ -59,7 +63,8 @@ static const char keys_sql[] =
 static const char keys_blocked_pg[] =
     KEYS_BLOCKED(QV_FAILED_HEAD_PG, "e.queue = f.queue AND e.part = f.part"
                                     " AND e.ordering_key = f.ordering_key"
-                                    " AND e.ordering_key IS NOT NULL");
+                                    " AND e.ordering_key IS NOT NULL"
+                                    " AND e.claim IS NULL");
 static const char keys_blocked_crdb[] =
     KEYS_BLOCKED(QV_FAILED_HEAD_CRDB, "e.queue = f.queue"
                                       " AND e.ordering_key = f.ordering_key");

@@ -19,6 +19,25 @@ head=$(oq_q "SELECT id FROM onceq_items WHERE ordering_key = 'b'
 oq_q "UPDATE onceq_items SET attempts = 1, last_error = 'upstream 503',
       run_at = now() + interval '10 minutes' WHERE id = '$head'"
 
+# Key c: its first item is running (claimed by a live session) and a
+# later one failed (a lower enqueue_seq that committed late can leave a key
+# so): c is running, not blocked, though the failed item is its first
+# unclaimed one (schema v12's key index holds only those).
+oq_q "INSERT INTO onceq_sessions (id, expiry)
+      VALUES ('00000000-0000-4000-8000-00000000000c', interval '1 hour')"
+oq_q "INSERT INTO onceq_items (queue, ordering_key, payload)
+        SELECT 'ordc', 'c', jsonb_build_object('g', g)
+        FROM generate_series(1, 2) g ORDER BY g"
+oq_q "UPDATE onceq_items SET claim = '00000000-0000-4000-8000-00000000000c',
+      claimed_at = now(), attempts = 1
+      WHERE ordering_key = 'c' AND payload->>'g' = '1'"
+oq_q "UPDATE onceq_items SET attempts = 1, last_error = 'behind a running one',
+      run_at = now() + interval '10 minutes'
+      WHERE ordering_key = 'c' AND payload->>'g' = '2'"
+oq_run_cli "$t/c.json" "$t/c.err" --json keys --queue ordc
+oq_check "c's head is running" "$(oq_jget "$t/c.json" 'd["keys"][0]["state"]')" running
+oq_check "c is not blocked" "$(oq_jget "$t/c.json" 'd["keys"][0]["blocked"]')" False
+
 oq_run_cli "$t/all.json" "$t/all.err" --json keys --queue ord
 oq_check "keys exit" "$OQ_RC" 0
 oq_check "two keys" "$(oq_jget "$t/all.json" 'len(d["keys"])')" 2
@@ -43,6 +62,9 @@ oq_run_cli "$t/st.json" "$t/st.err" --json stats
 oq_check "stats --json counts ord's blocked key" \
   "$(oq_jget "$t/st.json" '[q["blocked_keys"] for q in d["queues"] if q["queue"] == "ord"]')" \
   "[1]"
+oq_check "stats --json: ordc has none" \
+  "$(oq_jget "$t/st.json" '[q["blocked_keys"] for q in d["queues"] if q["queue"] == "ordc"]')" \
+  "[0]"
 oq_run_cli "$t/st.out" "$t/st.err" stats
 oq_match "stats shows it" "$(grep '^ord ' "$t/st.out")" " 1 blocked key\$"
 

@@ -42,8 +42,9 @@
 #define OLD_HEAD                                                               \
   "NOT EXISTS (SELECT 1 FROM onceq_items e WHERE e.queue = f.queue"            \
   " AND e.part = f.part AND e.ordering_key = f.ordering_key"                   \
-  " AND e.ordering_key IS NOT NULL AND e.enqueue_seq < f.enqueue_seq)"
-#define NEW_HEAD QV_FAILED_HEAD_PG
+  " AND e.ordering_key IS NOT NULL AND e.claim IS NULL"                        \
+  " AND e.enqueue_seq < f.enqueue_seq)"
+#define NEW_HEAD QV_FAILED_FIRST_PG
 
 static long count_reads(oq_db *db, const char *text, const char *name)
 {

@@ -42,12 +42,13 @@
 #define OLD_PROBE                                                              \
   "NOT EXISTS (SELECT 1 FROM onceq_items k WHERE k.queue = f0.queue"           \
   " AND k.part = f0.part AND k.ordering_key = f0.ordering_key"                 \
-  " AND k.ordering_key IS NOT NULL AND k.enqueue_seq < f0.enqueue_seq)"
+  " AND k.ordering_key IS NOT NULL AND k.claim IS NULL"                        \
+  " AND k.enqueue_seq < f0.enqueue_seq)"
 #define NEW_PROBE                                                              \
   "f0.enqueue_seq = (SELECT k.enqueue_seq FROM onceq_items k"                  \
   " WHERE k.queue = f0.queue AND k.part = f0.part"                             \
   " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT NULL"       \
-  " ORDER BY k.enqueue_seq LIMIT 1)"
+  " AND k.claim IS NULL ORDER BY k.enqueue_seq LIMIT 1)"
 
 /* The buffer reads of one run of `text` (a claim: $1 session, $2 queues,
  * $3 count, $4 byte budget) in its generic plan, as the library's claims

@@ -931,6 +931,26 @@ static void test_enqueue_api(oq_db *db, const oq_session *w)
          "enqueue order\n");
 }
 
+/* Queue `queue` holds 9 items on keys k0..k2 (item g has key g % 3 and
+ * payload i = g): from round `first` to 2 each claim takes the next item
+ * of each key, in enqueue order, and acknowledges it. */
+static void claim_in_order(oq_db *db, const oq_session *w, const char *queue,
+                           int first)
+{
+  const char *q[1] = {queue};
+  for (int round = first; round < 3; round++) {
+    oq_item *it = NULL;
+    size_t n = 0;
+    ASSERT_OK(db, oq_claim(db, w, q, 1, 100, &it, &n));
+    ASSERT_EQ(n, 3);
+    for (size_t i = 0; i < n; i++) {
+      ASSERT_EQ(payload_i(db, it[i].payload) / 3, round);
+      ASSERT_OK(db, oq_ack(db, w, &it[i], NULL, NULL, NULL, NULL));
+    }
+    oq_items_free(it, n);
+  }
+}
+
 /* Schema v11 on a database that has keyed items: they move to their
  * SHA-256 slot, the index gains part, a re-run recomputes stale slots,
  * and their order holds. The v10 state is
@@ -974,20 +994,56 @@ static void test_v11_migration(oq_db *db, const oq_session *w)
   ASSERT_EQ(QLONG(db, "SELECT count(*) FROM onceq_items WHERE queue = 'v11'"
                       " AND part <> onceq_key_slot(ordering_key)"),
             0);
-  /* each claim takes the next item of each key, in enqueue order */
-  const char *q[1] = {"v11"};
-  for (int round = 0; round < 3; round++) {
-    oq_item *it = NULL;
-    size_t n = 0;
-    ASSERT_OK(db, oq_claim(db, w, q, 1, 100, &it, &n));
-    ASSERT_EQ(n, 3);
-    for (size_t i = 0; i < n; i++) {
-      ASSERT_EQ(payload_i(db, it[i].payload) / 3, round);
-      ASSERT_OK(db, oq_ack(db, w, &it[i], NULL, NULL, NULL, NULL));
-    }
-    oq_items_free(it, n);
-  }
+  claim_in_order(db, w, "v11", 0);
   printf("ok schema v11 moves queued keyed items to their slot, in order\n");
+}
+
+/* Schema v12 on a database with keyed items, some claimed: the key index
+ * is rebuilt to hold only the unclaimed keyed rows (once: a re-run keeps
+ * it), and a key whose head is claimed stays busy though its next item is
+ * now the first one the index holds. */
+static void test_v12_migration(oq_db *db, const oq_session *w)
+{
+  QEXEC(db, "DROP INDEX onceq_items_key_order");
+  QEXEC(db, "CREATE INDEX onceq_items_key_order ON onceq_items"
+            " (queue, part, ordering_key, enqueue_seq)"
+            " WHERE ordering_key IS NOT NULL");
+  QEXEC(db, "INSERT INTO onceq_items (queue, ordering_key, payload)"
+            " SELECT 'v12', 'k' || (g % 3), jsonb_build_object('i', g)"
+            " FROM generate_series(0, 8) g ORDER BY g");
+  const char *q[1] = {"v12"};
+  oq_item *heads = NULL;
+  size_t nh = 0;
+  ASSERT_OK(db, oq_claim(db, w, q, 1, 100, &heads, &nh));
+  ASSERT_EQ(nh, 3);
+  QEXEC(db, "DELETE FROM onceq_migrations WHERE version >= 12");
+  int from = 0, to = 0;
+  ASSERT_OK(db, oq_migrate_run(db, &from, &to));
+  ASSERT_EQ(from, 11);
+  ASSERT_EQ(to, oq_migrate_latest());
+  ASSERT_EQ(QLONG(db, "SELECT position('claim IS NULL' IN pg_get_indexdef("
+                      "'onceq_items_key_order'::regclass))") > 0,
+            1);
+  long oid = QLONG(db, "SELECT 'onceq_items_key_order'::regclass::oid::int8");
+  QEXEC(db, "DELETE FROM onceq_migrations WHERE version >= 12");
+  ASSERT_OK(db, oq_migrate_run(db, &from, &to));
+  ASSERT_EQ(from, 11);
+  ASSERT_EQ(QLONG(db, "SELECT 'onceq_items_key_order'::regclass::oid::int8"),
+            oid);
+  /* the heads claimed before the migration keep their keys busy */
+  oq_item *none = NULL;
+  size_t nn = 0;
+  ASSERT_OK(db, oq_claim(db, w, q, 1, 100, &none, &nn));
+  ASSERT_EQ(nn, 0);
+  oq_items_free(none, nn);
+  for (size_t i = 0; i < nh; i++) {
+    ASSERT_EQ(payload_i(db, heads[i].payload) / 3, 0);
+    ASSERT_OK(db, oq_ack(db, w, &heads[i], NULL, NULL, NULL, NULL));
+  }
+  oq_items_free(heads, nh);
+  claim_in_order(db, w, "v12", 1);
+  printf("ok schema v12: the key index holds the unclaimed keyed rows, a "
+         "claimed head still holds its key\n");
 }
 
 int main(void)
@@ -1011,6 +1067,7 @@ int main(void)
   test_key_mixed(db, w);
   test_parts_key_lock(db);
   test_v11_migration(db, w);
+  test_v12_migration(db, w);
 
   ASSERT_OK(db, oq_session_end(db, w));
   oq_session_free(w);

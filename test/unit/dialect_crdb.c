@@ -195,7 +195,8 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
   static const char keyed_q[] =
       " FROM s CROSS JOIN (SELECT q0.name, (SELECT min(k0.part) FROM"
       " onceq_items"
-      " k0 WHERE k0.queue = q0.name AND k0.ordering_key IS NOT NULL)"
+      " k0 WHERE k0.queue = q0.name AND k0.ordering_key IS NOT NULL"
+      " AND k0.claim IS NULL)"
       " IS NOT NULL AS keyed FROM ";
   ASSERT_CONTAINS(pg, keyed_q);
   if (strstr(crdb, open_crdb)) {
@@ -253,7 +254,8 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
            " NOT IN (SELECT b.ordering_key FROM busy b) AND f0.enqueue_seq ="
            " (SELECT k.enqueue_seq FROM onceq_items k WHERE k.queue = f0.queue"
            " AND k.part = f0.part AND k.ordering_key = f0.ordering_key"
-           " AND k.ordering_key IS NOT NULL ORDER BY k.enqueue_seq LIMIT 1))"
+           " AND k.ordering_key IS NOT NULL AND k.claim IS NULL"
+           " ORDER BY k.enqueue_seq LIMIT 1))"
            " SELECT f.id FROM f"
            " UNION ALL SELECT kh.id FROM (WITH RECURSIVE h AS (",
            ready_pg + strlen("claim IS NULL AND "), ready_pg);
@@ -401,16 +403,18 @@ static void check_open_claim(const char *open, const char *keyed)
 /* A PostgreSQL keyed claim's loose scan of the key heads walks the slots
  * [lo, hi) of onceq_items_key_order (queue, part, ordering_key,
  * enqueue_seq; schema v11): every slot for a claim, its own run for a
- * partitioned one ($4, $5). */
+ * partitioned one ($4, $5); unclaimed rows, the index's (v12). */
 static void check_key_heads(const char *keyed, const char *lo, const char *hi)
 {
   char want[512];
   snprintf(want, sizeof want,
-           " AND i.ordering_key IS NOT NULL AND i.part >= %s AND i.part < %s"
+           " AND i.ordering_key IS NOT NULL AND i.claim IS NULL"
+           " AND i.part >= %s AND i.part < %s"
            " ORDER BY i.part, i.ordering_key, i.enqueue_seq LIMIT 1)",
            lo, hi);
   ASSERT_CONTAINS(keyed, want);
   snprintf(want, sizeof want,
+           " AND i.claim IS NULL"
            " AND (i.part, i.ordering_key) > (h.part, h.ordering_key)"
            " AND i.part < %s"
            " ORDER BY i.part, i.ordering_key, i.enqueue_seq LIMIT 1) nx)",

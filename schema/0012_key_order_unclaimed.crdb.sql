@@ -1,0 +1,6 @@
+-- onceq schema v12, CockroachDB VARIANT of 0012_key_order_unclaimed.pg.sql:
+-- nothing changes. CockroachDB's claims probe onceq_items_key_order
+-- (queue, ordering_key, enqueue_seq, every keyed row) for "no earlier
+-- item, claimed or not" (lib/src/dialect.c, KEY_HEAD), one descent per
+-- candidate, and have no next-item statement: the entry a keyed claim
+-- writes there is what that probe reads.
