@@ -178,14 +178,17 @@
  * NOT IN) rather than per candidate. It reads the claimed rows of every
  * queue (onceq_items_claim), one heap visit each: 0.16 ms with 1,000 of
  * 20,000 keyed rows claimed, 2.9 ms with 50,000 unkeyed rows of another
- * queue claimed as well (EXPLAIN ANALYZE, private PostgreSQL 15; the
- * planner could also read the queue's keyed rows from
- * onceq_items_key_order until schema v12 left the claimed ones out of
- * that index). Schema v9 dropped the index this used to read
- * (onceq_items_key_claimed, (queue, ordering_key) of the claimed keyed
- * rows): every keyed claim added an entry to it, in a few hot pages, and
- * the next-item statement below, its other reader, needs no such probe.
- * The keyed 20,000-item drain: 0.536 s against 0.605 s with the index
+ * queue claimed as well (EXPLAIN ANALYZE, private PostgreSQL 15). Until
+ * schema v12 left the claimed rows out of onceq_items_key_order the
+ * planner could read the queue's keyed rows there instead, which is
+ * cheaper when far more items of other queues are in flight: with 20,000
+ * keyed rows and 200,000 unkeyed ones of another queue claimed, a keyed
+ * claim of 10 took 34 to 38 ms against 9 to 15 ms with v11. The trade:
+ * every keyed claim of v12 writes one index entry fewer. Schema v9 dropped the
+ * index this used to read (onceq_items_key_claimed, (queue, ordering_key) of
+ * the claimed keyed rows): every keyed claim added an entry to it, in a few hot
+ * pages, and the next-item statement below, its other reader, needs no such
+ * probe. The keyed 20,000-item drain: 0.536 s against 0.605 s with the index
  * (docs/benchmarks.md, "One index fewer per keyed claim").
  */
 #define KEYS_CLAIMED_PG                                                        \
@@ -210,11 +213,19 @@
 /*
  * The keyed arm's candidates (ids; the = ANY that uses them drops
  * duplicates):
- *  - f: the heads among the first $3 keyed ready rows in claim order (the
- *    old walk, bounded, KEY_HEAD's meaning on each: no claimed item of
- *    its key, from busy, and no earlier one): when it finds $3, they are
- *    the claim's (what the unbounded walk would have found, in the time
- *    it takes to read $3 rows: many keys with few items each);
+ *  - f: the heads among the first $3 ready rows in claim order, keyed or
+ *    not (KEY_HEAD's meaning on each keyed one: no claimed item of its
+ *    key, from busy, and no earlier one): when it finds $3, they are the
+ *    claim's (what the unbounded walk would have found, in the time it
+ *    takes to read $3 rows: many keys with few items each). The key test
+ *    is outside the walk's LIMIT, so the walk can only be the ready
+ *    index's: with `ordering_key IS NOT NULL` inside it, the key index
+ *    (whose predicate the walk's implied, schema v12) let a generic plan
+ *    made from statistics of an empty queue read and sort every keyed row
+ *    of the claim's slots instead (an empty --partitioned claim at 20,000
+ *    keyed rows: 6,531 buffer reads and 17 to 23 ms against 1,415 and 10
+ *    ms; keys_bench: docs/benchmarks.md, session 23). Unkeyed rows at the
+ *    front leave f short, and the loose scan below fills in;
  *  - only when f found fewer: the free key heads (KEY_HEADS), at most $3
  *    in key order (with more free keys than that, f still puts the front
  *    of the queue, priority and run_at, first);
@@ -247,9 +258,9 @@
  */
 #define KEY_FRONT(ready)                                                       \
   "SELECT f0.id FROM (SELECT id, queue, part, ordering_key, enqueue_seq"       \
-  " FROM onceq_items WHERE " ready " AND ordering_key IS NOT NULL"             \
-  " ORDER BY priority DESC, run_at LIMIT $3::int) f0 WHERE f0.ordering_key"    \
-  " NOT IN (SELECT b.ordering_key FROM busy b)"                                \
+  " FROM onceq_items WHERE " ready " ORDER BY priority DESC, run_at"           \
+  " LIMIT $3::int) f0 WHERE f0.ordering_key IS NOT NULL"                       \
+  " AND f0.ordering_key NOT IN (SELECT b.ordering_key FROM busy b)"            \
   " AND f0.enqueue_seq = (SELECT k.enqueue_seq FROM onceq_items k"             \
   " WHERE k.queue = f0.queue AND k.part = f0.part"                             \
   " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT NULL"       \

@@ -6,8 +6,10 @@
  * dialect.c, KEY_HEAD). Head states: running = claimed; ready = unclaimed
  * and due; retrying = it failed and waits for run_at; exhausted = no
  * attempt left, dead-lettered by the next reap. A key is blocked when its
- * head has failed (last_error set) and is not running: everything behind
- * it waits until the head succeeds or is dead-lettered (strict order).
+ * head has failed (last_error set) and no item of the key is running (a
+ * lower enqueue_seq can commit after a higher one was claimed: then the
+ * key runs, whatever its head): everything behind the head waits until it
+ * succeeds or is dead-lettered (strict order).
  *
  * One pass over the keyed rows (the unclaimed ones from
  * onceq_items_key_order, which holds only those on PostgreSQL since schema
@@ -37,16 +39,17 @@ static const char keys_sql[] =
     " WHEN h.attempts >= h.max_attempts THEN 'exhausted'"
     " WHEN h.run_at > now() THEN 'retrying' ELSE 'ready' END,"
     " extract(epoch from h.run_at - now())::float8,"
-    " h.n - 1, h.last_error, h.enqueue_seq"
+    " h.n - 1, h.last_error, h.enqueue_seq, h.running"
     " FROM (SELECT DISTINCT ON (queue, ordering_key) id, queue, ordering_key,"
     " attempts, max_attempts, claim, run_at, last_error, enqueue_seq,"
-    " count(*) OVER (PARTITION BY queue, ordering_key) AS n"
+    " count(*) OVER (PARTITION BY queue, ordering_key) AS n,"
+    " count(claim) OVER (PARTITION BY queue, ordering_key) AS running"
     " FROM (SELECT * FROM onceq_items WHERE ordering_key IS NOT NULL"
     " AND claim IS NULL AND ($1::text IS NULL OR queue = $1::text)"
     " UNION ALL SELECT * FROM onceq_items WHERE ordering_key IS NOT NULL"
     " AND claim IS NOT NULL AND ($1::text IS NULL OR queue = $1::text)) k"
     " ORDER BY queue, ordering_key, enqueue_seq) h"
-    " WHERE NOT $2::bool OR (h.claim IS NULL AND h.last_error IS NOT NULL)"
+    " WHERE NOT $2::bool OR (h.running = 0 AND h.last_error IS NOT NULL)"
     " ORDER BY h.queue, h.ordering_key LIMIT $3::int";
 
 /* The same columns for the blocked keys only: a blocked head is never
@@ -57,7 +60,7 @@ static const char keys_sql[] =
   " WHEN f.run_at > now() THEN 'retrying' ELSE 'ready' END,"                   \
   " extract(epoch from f.run_at - now())::float8,"                             \
   " (SELECT count(*) FROM onceq_items e WHERE " same_key ") - 1,"              \
-  " f.last_error, f.enqueue_seq FROM onceq_items f"                            \
+  " f.last_error, f.enqueue_seq, 0 FROM onceq_items f"                         \
   " WHERE " QV_FAILED_KEYED " AND ($1::text IS NULL OR f.queue = $1::text)"    \
   " AND $2::bool AND " head " ORDER BY f.queue, f.ordering_key LIMIT $3::int"
 static const char keys_blocked_pg[] =
@@ -85,6 +88,7 @@ enum {
   K_WAITING,
   K_ERROR,
   K_SEQ,
+  K_RUNNING, /* the key's claimed items */
   K_NCOLS
 };
 
@@ -112,7 +116,7 @@ static oq_err key_row(void *ud, int ncols, const char *const *v)
     return OQ_ERR_SQL;
   if (++c->sum->n > c->limit)
     return OQ_OK;
-  bool failed = v[K_ERROR] && strcmp(v[K_STATE], "running") != 0;
+  bool failed = v[K_ERROR] && v[K_RUNNING] && strcmp(v[K_RUNNING], "0") == 0;
   if (failed)
     c->sum->blocked++;
   if (c->out->json) {

@@ -19,10 +19,12 @@ head=$(oq_q "SELECT id FROM onceq_items WHERE ordering_key = 'b'
 oq_q "UPDATE onceq_items SET attempts = 1, last_error = 'upstream 503',
       run_at = now() + interval '10 minutes' WHERE id = '$head'"
 
-# Key c: its first item is running (claimed by a live session) and a
-# later one failed (a lower enqueue_seq that committed late can leave a key
-# so): c is running, not blocked, though the failed item is its first
-# unclaimed one (schema v12's key index holds only those).
+# Keys with an item running are not blocked, whichever item failed (a
+# lower enqueue_seq that commits after a higher one was claimed leaves a
+# key so). c: its first item runs, the second failed (the failed one is
+# the first the key index holds since schema v12, which leaves claimed
+# items out). d: its first item failed (a retried dead item, say, whose
+# new enqueue_seq committed late) and the second runs.
 oq_q "INSERT INTO onceq_sessions (id, expiry)
       VALUES ('00000000-0000-4000-8000-00000000000c', interval '1 hour')"
 oq_q "INSERT INTO onceq_items (queue, ordering_key, payload)
@@ -34,9 +36,21 @@ oq_q "UPDATE onceq_items SET claim = '00000000-0000-4000-8000-00000000000c',
 oq_q "UPDATE onceq_items SET attempts = 1, last_error = 'behind a running one',
       run_at = now() + interval '10 minutes'
       WHERE ordering_key = 'c' AND payload->>'g' = '2'"
+oq_q "INSERT INTO onceq_items (queue, ordering_key, payload)
+        SELECT 'ordc', 'd', jsonb_build_object('g', g)
+        FROM generate_series(1, 2) g ORDER BY g"
+oq_q "UPDATE onceq_items SET attempts = 1, last_error = 'ahead of a running one',
+      run_at = now() + interval '10 minutes'
+      WHERE ordering_key = 'd' AND payload->>'g' = '1'"
+oq_q "UPDATE onceq_items SET claim = '00000000-0000-4000-8000-00000000000c',
+      claimed_at = now(), attempts = 1
+      WHERE ordering_key = 'd' AND payload->>'g' = '2'"
 oq_run_cli "$t/c.json" "$t/c.err" --json keys --queue ordc
 oq_check "c's head is running" "$(oq_jget "$t/c.json" 'd["keys"][0]["state"]')" running
 oq_check "c is not blocked" "$(oq_jget "$t/c.json" 'd["keys"][0]["blocked"]')" False
+oq_check "d's head is its failed item" \
+  "$(oq_jget "$t/c.json" 'd["keys"][1]["state"]')" retrying
+oq_check "d is not blocked" "$(oq_jget "$t/c.json" 'd["keys"][1]["blocked"]')" False
 
 oq_run_cli "$t/all.json" "$t/all.err" --json keys --queue ord
 oq_check "keys exit" "$OQ_RC" 0
