@@ -213,19 +213,24 @@
 /*
  * The keyed arm's candidates (ids; the = ANY that uses them drops
  * duplicates):
- *  - f: the heads among the first $3 ready rows in claim order, keyed or
- *    not (KEY_HEAD's meaning on each keyed one: no claimed item of its
- *    key, from busy, and no earlier one): when it finds $3, they are the
- *    claim's (what the unbounded walk would have found, in the time it
- *    takes to read $3 rows: many keys with few items each). The key test
- *    is outside the walk's LIMIT, so the walk can only be the ready
- *    index's: with `ordering_key IS NOT NULL` inside it, the key index
- *    (whose predicate the walk's implied, schema v12) let a generic plan
- *    made from statistics of an empty queue read and sort every keyed row
- *    of the claim's slots instead (an empty --partitioned claim at 20,000
- *    keyed rows: 6,531 buffer reads and 17 to 23 ms against 1,415 and 10
- *    ms; keys_bench: docs/benchmarks.md, session 23). Unkeyed rows at the
- *    front leave f short, and the loose scan below fills in;
+ *  - f: the heads among the keyed rows of the first 2 x $3 ready rows in
+ *    claim order (KEY_HEAD's meaning on each: no claimed item of its key,
+ *    from busy, and no earlier one): when it finds $3, they are the
+ *    claim's (what an unbounded walk would have found, in the time it
+ *    takes to read 2 x $3 rows: many keys with few items each). The key
+ *    test is outside the walk's LIMIT, so the walk is never the key
+ *    index's: with `ordering_key IS NOT NULL` inside it, that index (whose
+ *    predicate the walk's implies, schema v12) let a generic plan made
+ *    from statistics of an empty queue read and sort every keyed row of
+ *    the claim's slots (an empty --partitioned claim at 20,000 keyed rows:
+ *    6,531 buffer reads and 17 to 23 ms against 1,415 and 10 ms;
+ *    keys_bench: docs/benchmarks.md, session 23). The window is 2 x $3,
+ *    not $3, so that a few unkeyed rows or later items of busy keys at the
+ *    front do not leave f short: then the loose scan below fills in with
+ *    heads in key order, and a head further back in claim order (a higher
+ *    priority than the loose scan's) would lose its turn. A front of
+ *    unkeyed rows costs at most 2 x $3 rows read (the unkeyed arm claims
+ *    them first in any case);
  *  - only when f found fewer: the free key heads (KEY_HEADS), at most $3
  *    in key order (with more free keys than that, f still puts the front
  *    of the queue, priority and run_at, first);
@@ -259,7 +264,7 @@
 #define KEY_FRONT(ready)                                                       \
   "SELECT f0.id FROM (SELECT id, queue, part, ordering_key, enqueue_seq"       \
   " FROM onceq_items WHERE " ready " ORDER BY priority DESC, run_at"           \
-  " LIMIT $3::int) f0 WHERE f0.ordering_key IS NOT NULL"                       \
+  " LIMIT 2 * $3::int) f0 WHERE f0.ordering_key IS NOT NULL"                   \
   " AND f0.ordering_key NOT IN (SELECT b.ordering_key FROM busy b)"            \
   " AND f0.enqueue_seq = (SELECT k.enqueue_seq FROM onceq_items k"             \
   " WHERE k.queue = f0.queue AND k.part = f0.part"                             \

@@ -33,9 +33,9 @@
  * hashed, as the claims' `busy` (lib/src/dialect.c, KEYS_CLAIMED_PG). A
  * key with an item running is not blocked, whichever item failed (a lower
  * enqueue_seq can commit after a higher one was claimed). The read costs
- * one heap visit per claimed row, as the running count does (qstats.c,
- * SQL_RUNNING), and only when some failed item is its key's first
- * unclaimed one. */
+ * the claimed rows, as the running count does (qstats.c, SQL_RUNNING),
+ * whenever failed keyed items wait (the planner may test the hashed NOT
+ * IN before the descent). */
 #define QV_KEY_IDLE_PG                                                         \
   " AND (f.queue, f.ordering_key) NOT IN (SELECT c.queue, c.ordering_key"      \
   " FROM onceq_items c WHERE c.claim IS NOT NULL"                              \

@@ -705,6 +705,38 @@ static void test_key_front(oq_db *db, const oq_session *w)
   printf("ok a short keyed claim starts with the front of the queue\n");
 }
 
+/* The front walk looks past a few rows it cannot take: an unkeyed item
+ * and a later item of a key at the front of the queue must not hide a
+ * free head of a higher priority behind them, while more free heads of a
+ * lower priority wait (the loose scan would return those in key order).
+ * A claim of 2 takes the unkeyed item (priority 9) and z's head (7). */
+static void test_key_front_window(oq_db *db, const oq_session *w)
+{
+  const char *ins = "INSERT INTO onceq_items (queue, ordering_key, priority,"
+                    " payload) VALUES ('window', $1, $2::int, '{}')";
+  QEXEC(db, ins, "m", "0"); /* m's head, at the back */
+  QEXEC(db, "INSERT INTO onceq_items (queue, priority, payload)"
+            " VALUES ('window', 9, '{}')");
+  QEXEC(db, ins, "m", "8"); /* m's second: not a head */
+  QEXEC(db, ins, "z", "7");
+  QEXEC(db, "INSERT INTO onceq_items (queue, ordering_key, payload)"
+            " SELECT 'window', 'k' || g, '{}' FROM generate_series(0, 9) g"
+            " ORDER BY g");
+  oq_item *it = NULL;
+  size_t n = SEM_CLAIM(db, w, "window", 2, &it);
+  ASSERT_EQ(n, 2);
+  ASSERT_EQ(it[0].priority, 9);
+  ASSERT(it[0].ordering_key == NULL);
+  ASSERT_EQ(it[1].priority, 7);
+  ASSERT_STREQ(it[1].ordering_key, "z");
+  for (size_t i = 0; i < n; i++)
+    ASSERT_OK(db, oq_ack(db, w, &it[i], NULL, NULL, NULL, NULL));
+  oq_items_free(it, n);
+  QEXEC(db, "DELETE FROM onceq_items WHERE queue = 'window'");
+  printf("ok a free head of a higher priority behind the front is claimed "
+         "before the loose scan's\n");
+}
+
 /* Items without a key in a queue that holds keyed ones are claimed even
  * behind a front of blocked keyed items (every key in flight), in claim
  * order with the heads. */
@@ -1064,6 +1096,7 @@ int main(void)
   test_parts_claim(db);
   test_enqueue_api(db, w);
   test_key_front(db, w);
+  test_key_front_window(db, w);
   test_key_mixed(db, w);
   test_parts_key_lock(db);
   test_v11_migration(db, w);

@@ -250,7 +250,7 @@ static void check_claim_pair(const char *pg, const char *crdb_full)
            " k.ordering_key IS NOT NULL), f AS MATERIALIZED (SELECT f0.id"
            " FROM (SELECT id, queue, part, ordering_key, enqueue_seq FROM"
            " onceq_items WHERE %s ORDER BY"
-           " priority DESC, run_at LIMIT $3::int) f0 WHERE f0.ordering_key"
+           " priority DESC, run_at LIMIT 2 * $3::int) f0 WHERE f0.ordering_key"
            " IS NOT NULL AND f0.ordering_key"
            " NOT IN (SELECT b.ordering_key FROM busy b) AND f0.enqueue_seq ="
            " (SELECT k.enqueue_seq FROM onceq_items k WHERE k.queue = f0.queue"
