@@ -112,6 +112,10 @@ static oq_err ack_tx(oq_db *db, void *arg)
   const char *params[5] = {
       c->item->id, sid, res, c->opts && c->opts->history ? "true" : "false",
       c->opts && c->opts->result_truncated ? "true" : "false"};
+  /* the transaction's last statement: planned once, with the claim's
+   * settings (db_tx.h), so not for a table as it was at this connection's
+   * sixth ack, perhaps of one row (it_lib_cold_plan) */
+  oq__db_plan_next(db);
   e = oq__db_query_prepared(db, oq__sql(oq_db_engine(db), OQ__SQL_ACK), 5,
                             params, NULL, NULL, &n);
   free(res);
@@ -350,6 +354,9 @@ static oq_err batch_delete(oq_db *db, const oq_session *s,
     free(arr);
     return oq__db_fail(db, OQ_ERR_NOMEM, NULL, "out of memory");
   }
+  /* planned once, with the claim's settings, as ack_tx's check; inside a
+   * caller's transaction (nothing forbids it) unnamed, as a claim there */
+  oq__db_claim_next(db);
   oq_err e = oq__db_query_prepared_retry(
       db, oq__sql(oq_db_engine(db), OQ__SQL_ACK_BATCH), 5, params, mark_acked,
       &a, NULL);

@@ -346,7 +346,12 @@ static oq_err sql_round_run(many *b)
   bool keys_known = false;
   if (nx && keys_from_items(b, &keys_known) != OQ_OK)
     return oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");
-  size_t ns = b->m + 3 + (nx ? 1 : 0) + (nx && !keys_known ? 1 : 0);
+  /* the check and the next items are planned once, with the claim's
+   * settings (db_tx.h, oq__db_plan_next): set after the items' statements,
+   * which are the caller's, and held to the COMMIT */
+  bool pg = oq_db_engine(b->db) == OQ_ENGINE_POSTGRES;
+  size_t ns =
+      b->m + 3 + (pg ? 1 : 0) + (nx ? 1 : 0) + (nx && !keys_known ? 1 : 0);
   oq__pstmt *st = calloc(ns, sizeof *st);
   const char **params = calloc(b->m * 4 + CHECK_NPARAMS + 6, sizeof *params);
   char(*att)[16] = calloc(b->m ? b->m : 1, sizeof *att);
@@ -410,6 +415,8 @@ static oq_err sql_round_run(many *b)
                     .rows = key_row,
                     .ud = b};
   }
+  if (pg) /* unnamed: a slot of the cache would be one the others need */
+    st[at++] = (oq__pstmt){.sql = "SELECT " OQ__PLAN_SETTINGS};
   size_t check_at = at;
   if (!prepare_results(b, NULL)) {
     e = oq__db_fail(b->db, OQ_ERR_NOMEM, NULL, "out of memory");

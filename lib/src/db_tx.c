@@ -44,8 +44,19 @@ static bool send_stmt(oq_db *db, const char *sql, int nparams,
  * 12 ms claim of 1,000, on the claim loop's one connection; the generic
  * plan is the same index walk (docs/benchmarks.md, "The claim planned
  * once, and the drain's last wait"), and ANALYZE of the tables it reads
- * makes it anew. */
-#define CLAIM_SETTINGS OQ__CLAIM_SETTINGS
+ * makes it anew. Sequential and bitmap scans are off while it is planned,
+ * because that one plan is made at the connection's first claim, and a
+ * worker often starts on an empty table (a new queue; a drained one, whose
+ * empty pages VACUUM truncates): costed for no pages, the plan scanned the
+ * table and compared every row with every claimed id, and kept doing so for
+ * a backlog enqueued later, until an ANALYZE (a drain of 100,000 items:
+ * 18 to 25 s instead of about 3; it_lib_cold_plan, docs/benchmarks.md "A
+ * claim planned on an empty table"). The claim's every table access has an
+ * index made for it, so the settings only take away the choices an empty
+ * table's costs would wrongly make. The acks, also prepared, get the same
+ * settings (oq__db_plan_next): their plan is kept from about the sixth ack
+ * of the connection, when an idle worker's table may hold one row. */
+#define PLAN_SETTINGS OQ__PLAN_SETTINGS
 
 static const char begin_sql[] = "BEGIN";
 
@@ -59,8 +70,13 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
    * (everything up to the Sync) commits without waiting for the WAL
    * flush; set_config(..., true) ends with it, so nothing outlives it */
   bool idle = PQtransactionStatus(db->conn) == PQTRANS_IDLE;
+  bool owed = db->tx == OQ__DB_TX_BEGIN_OWED;
   bool claim = db->claim_next && idle;
+  /* oq__db_plan_next: the settings inside the transaction too (after its
+   * BEGIN when that is still owed) */
+  bool in_tx = db->claim_next && db->plan_in_tx && (owed || !idle);
   db->claim_next = false;
+  db->plan_in_tx = false;
   /* oq__db_claim_next_locked: the lock statement sets the claim's settings
    * (and the commit's, from $1) itself */
   const char *lock = claim ? db->claim_lock : NULL;
@@ -69,15 +85,16 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
   for (int i = 1; i < nlock && i < 4; i++)
     lock_params[i] = db->claim_lock_args[i - 1];
   const char *prelude =
-      db->tx == OQ__DB_TX_BEGIN_OWED ? begin_sql
-      : lock                         ? lock
+      owed   ? begin_sql
+      : lock ? lock
       : db->async_commits && idle && claim
           ? "SELECT set_config('synchronous_commit', 'off', true),"
-            " " CLAIM_SETTINGS
+            " " PLAN_SETTINGS
       : db->async_commits && idle
           ? "SELECT set_config('synchronous_commit', 'off', true)"
-      : claim ? "SELECT " CLAIM_SETTINGS
-              : NULL;
+      : claim || in_tx ? "SELECT " PLAN_SETTINGS
+                       : NULL;
+  const char *second = owed && in_tx ? "SELECT " PLAN_SETTINGS : NULL;
   if (!prelude)
     return send_stmt(db, sql, nparams, types, params, name)
                ? oq__db_await(db, timed_out)
@@ -107,6 +124,8 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
             ? PQsendQueryPrepared(db->conn, pname, 0, NULL, NULL, NULL, 0)
             : PQsendQueryParams(db->conn, prelude, locking ? nlock : 0, NULL,
                                 locking ? lock_params : NULL, NULL, NULL, 0)) ||
+      (second &&
+       !PQsendQueryParams(db->conn, second, 0, NULL, NULL, NULL, NULL, 0)) ||
       !send_stmt(db, sql, nparams, types, params, name) ||
       !PQpipelineSync(db->conn)) {
     /* nothing can have committed; a half-sent pipeline is unusable */
@@ -116,6 +135,21 @@ static PGresult *send_and_await(oq_db *db, const char *sql, int nparams,
   PGresult *begin = oq__db_await(db, timed_out);
   if (!db->conn)
     return NULL; /* deadline or COPY: oq__db_await closed it */
+  if (second) {  /* the settings' failure, unless the BEGIN's came first */
+    PGresult *set = oq__db_await(db, timed_out);
+    if (!db->conn) {
+      PQclear(begin);
+      return NULL;
+    }
+    bool begun = begin && PQresultStatus(begin) == PGRES_COMMAND_OK;
+    bool set_ok = set && PQresultStatus(set) == PGRES_TUPLES_OK;
+    if (begun && !set_ok) {
+      PQclear(begin);
+      begin = set;
+    } else {
+      PQclear(set);
+    }
+  }
   PGresult *res = oq__db_await(db, timed_out);
   if (!db->conn) {
     PQclear(begin);
@@ -313,15 +347,28 @@ static oq_err query_retry(oq_db *db, const char *sql, int nparams,
                           long *affected, bool prepared)
 {
   uint64_t start = policy_now(&db->retry);
+  /* read before the key lock, whose own statement clears them */
+  bool claim = db->claim_next, in_tx = db->plan_in_tx;
   oq_err le = lock_in_transaction(db);
   if (le != OQ_OK)
     return le;
-  bool claim = db->claim_next; /* a re-run claim is planned the same way */
+  /* A claim (or batch ack) inside the caller's transaction gets none of
+   * the plan settings (they would hold into the caller's later
+   * statements): planned afresh each time, it leaves no plan in the cache
+   * for the connection's later claims to reuse, as a plan the server chose
+   * for a tiny table would be (it_lib_cold_plan). */
+  if (prepared && claim && !in_tx && db->conn &&
+      (db->tx == OQ__DB_TX_BEGIN_OWED ||
+       PQtransactionStatus(db->conn) != PQTRANS_IDLE))
+    prepared = false;
+  /* a re-run claim is planned the same way */
   for (int attempt = 1;; attempt++) {
     db->claim_next = claim;
+    db->plan_in_tx = in_tx;
     oq_err e = run_typed(db, sql, nparams, NULL, params, fn, ud, affected, NULL,
                          prepared);
     db->claim_next = false; /* even when the statement was never sent */
+    db->plan_in_tx = false;
     if (e != OQ_ERR_RETRY) {
       db->claim_lock = NULL;
       return e;
@@ -347,6 +394,13 @@ void oq__db_claim_next(oq_db *db)
 {
   db->claim_next = db->engine == OQ_ENGINE_POSTGRES;
   db->claim_lock = NULL;
+  db->plan_in_tx = false;
+}
+
+void oq__db_plan_next(oq_db *db)
+{
+  oq__db_claim_next(db);
+  db->plan_in_tx = db->claim_next;
 }
 
 void oq__db_claim_next_locked(oq_db *db, const char *lock, int nargs,

@@ -1052,22 +1052,21 @@ static const char migrate_unlock_pg[] =
  * predate the wait, so a waiter would only meet 40001 once the holder
  * commits; there the database's own check stops two such claims. $1: the
  * claim's prelude settings (db_tx.c): 'sync' or 'async' (a commit without
- * waiting for the WAL flush) set no JIT and the generic plan for the
- * claim; NULL (inside a transaction) changes nothing but the locks.
- * CockroachDB never sends it: its claims do not name keyed queues. */
+ * waiting for the WAL flush) set the claim's plan settings
+ * (OQ__PLAN_SETTINGS_LIST); NULL (inside a transaction) changes nothing but
+ * the locks. CockroachDB never sends it: its claims do not name keyed queues.
+ */
 #define UNLESS_NULL(setting, value)                                            \
   "set_config('" setting "', CASE WHEN $1::text IS NULL THEN current_setting"  \
   "('" setting "') ELSE '" value "' END, true)"
+#define COMMIT_AS_ASKED                                                        \
+  "set_config('synchronous_commit', CASE WHEN $1::text = 'async' THEN 'off'"   \
+  " ELSE current_setting('synchronous_commit') END, true)"
 static const char key_lock_pg[] =
     "SELECT (SELECT count(*) FROM (SELECT pg_advisory_xact_lock(1869505280 +"
     " g.s, hashtext($2::text)) FROM generate_series($3::int, $4::int) AS g(s)"
     " WHERE current_setting('transaction_isolation') = 'read committed') "
-    "l), " UNLESS_NULL("jit", "off") ", " UNLESS_NULL(
-        "plan_cache_mode",
-        "force_generic_plan") ", set_config('synchronous_commit', CASE WHEN"
-                              " $1::text = 'async' THEN 'off' ELSE"
-                              " current_setting('synchronous_commit') END,"
-                              " true)";
+    "l), " OQ__PLAN_SETTINGS_LIST(UNLESS_NULL) ", " COMMIT_AS_ASKED;
 
 const char *oq__sql(oq_engine engine, oq__stmt stmt)
 {

@@ -65,13 +65,18 @@ void oq__session_mark_ok(oq_session *s, uint64_t sent_ms);
 /* The slots one key lock stripe covers (dialect.c, OQ__SQL_KEY_LOCK). */
 #define OQ_KEY_LOCK_SLOTS 64
 
-/* How a claim is planned on PostgreSQL (db_tx.c, where the reasons are),
- * set in the claim's transaction by its prelude; the key lock sets the
- * same values itself (dialect.c, OQ__SQL_KEY_LOCK; unit_lib_dialect_crdb
- * checks they agree). */
-#define OQ__CLAIM_SETTINGS                                                     \
-  "set_config('jit', 'off', true),"                                            \
-  " set_config('plan_cache_mode', 'force_generic_plan', true)"
+/* How the library's prepared claims and acks are planned on PostgreSQL
+ * (db_tx.c, where the reasons are), set in their transaction by a prelude
+ * (db_tx.c, ack_many.c); a keyed claim's key lock sets the same values
+ * itself, unless its $1 is NULL (dialect.c, OQ__SQL_KEY_LOCK). Each is
+ * X(setting, value). */
+#define OQ__PLAN_SETTINGS_LIST(X)                                              \
+  X("jit", "off")                                                              \
+  ", " X("plan_cache_mode", "force_generic_plan") ", " X(                      \
+      "enable_seqscan", "off") ", " X("enable_bitmapscan", "off")
+#define OQ__SET_LOCAL(setting, value)                                          \
+  "set_config('" setting "', '" value "', true)"
+#define OQ__PLAN_SETTINGS OQ__PLAN_SETTINGS_LIST(OQ__SET_LOCAL)
 
 typedef enum oq__stmt {
   OQ__SQL_CLAIM,

@@ -75,6 +75,10 @@ oq_add_test(it_lib_ack_plan LABEL integration TIMEOUT 60
 # after all-keyed and all-claimed statistics.
 oq_add_test(it_lib_keyed_claim_plan LABEL integration TIMEOUT 60
             SOURCES keyed_claim_plan.c INTERNAL)
+# A claim planned while the table was empty (a worker started before its
+# items) still walks the ready index once they come (db_tx.c's settings).
+oq_add_test(it_lib_cold_plan LABEL integration TIMEOUT 60
+            SOURCES cold_plan.c INTERNAL)
 # The blocked-key count (query/src/qstats.c) stays one descent per failed
 # item after a drain was analyzed without a VACUUM, and counts right there.
 oq_add_test(it_cli_blocked_plan LABEL integration TIMEOUT 60

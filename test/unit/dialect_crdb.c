@@ -433,17 +433,25 @@ static void check_key_lock(const char *pg, const char *crdb)
                       " hashtext($2::text)) FROM generate_series($3::int,"
                       " $4::int) AS g(s) WHERE current_setting("
                       "'transaction_isolation') = 'read committed') l)");
-  /* the claim's settings (db_tx.c, OQ__CLAIM_SETTINGS), unless $1 is NULL */
+  /* the claim's settings (db_tx.c, OQ__PLAN_SETTINGS), unless $1 is NULL */
   ASSERT_CONTAINS(pg, "set_config('jit', CASE WHEN $1::text IS NULL THEN"
                       " current_setting('jit') ELSE 'off' END, true)");
   ASSERT_CONTAINS(pg, "set_config('plan_cache_mode', CASE WHEN $1::text IS"
                       " NULL THEN current_setting('plan_cache_mode') ELSE"
                       " 'force_generic_plan' END, true)");
+  ASSERT_CONTAINS(pg, "set_config('enable_seqscan', CASE WHEN $1::text IS"
+                      " NULL THEN current_setting('enable_seqscan') ELSE"
+                      " 'off' END, true)");
+  ASSERT_CONTAINS(pg, "set_config('enable_bitmapscan', CASE WHEN $1::text IS"
+                      " NULL THEN current_setting('enable_bitmapscan') ELSE"
+                      " 'off' END, true)");
   ASSERT_CONTAINS(pg, "set_config('synchronous_commit', CASE WHEN $1::text ="
                       " 'async' THEN 'off' ELSE");
-  ASSERT_CONTAINS(OQ__CLAIM_SETTINGS, "'jit', 'off'");
-  ASSERT_CONTAINS(OQ__CLAIM_SETTINGS,
-                  "'plan_cache_mode', 'force_generic_plan'");
+  ASSERT_STREQ(OQ__PLAN_SETTINGS,
+               "set_config('jit', 'off', true),"
+               " set_config('plan_cache_mode', 'force_generic_plan', true),"
+               " set_config('enable_seqscan', 'off', true),"
+               " set_config('enable_bitmapscan', 'off', true)");
 }
 
 /* oq_enqueue_many's ids are each engine's DEFAULT for onceq_items.id
