@@ -128,8 +128,8 @@ struct oq_db {
                              outside a transaction carry synchronous_commit =
                              off */
   bool claim_next;        /* oq__db_claim_next: the next single statement is
-                             a claim, planned with OQ__PLAN_SETTINGS
-                             (PostgreSQL) */
+                             a claim or a batch ack, planned with
+                             OQ__PLAN_SETTINGS (PostgreSQL) */
   bool plan_in_tx;        /* oq__db_plan_next: and inside a transaction too */
   const char *claim_lock; /* oq__db_claim_next_locked: the lock statement
                              sent ahead of that claim, instead of the
