@@ -33,6 +33,9 @@
  * control prepares the single ack's text and runs it as often, with the
  * server's settings.
  *
+ * And the batched ack's next item of a key (OQ__SQL_ACK_NEXT), planned
+ * on a table of a few rows, then run on a backlog of keyed items.
+ *
  * And a claim after claims made inside the caller's transaction on the
  * empty table: those are not prepared, so they leave no plan of the
  * server's choosing for it to reuse.
@@ -118,6 +121,14 @@ static void lib_statement(oq_db *db, const char *text, char *name, size_t len)
   snprintf(name, len, "%s", got);
 }
 
+/* onceq_items emptied, vacuumed (its pages truncated) and analyzed. */
+static void empty_table(oq_db *admin)
+{
+  oqt_exec(admin, "DELETE FROM onceq_items");
+  oqt_exec(admin, "VACUUM ANALYZE onceq_items");
+  ASSERT_EQ(oqt_scalar(admin, "SELECT pg_relation_size('onceq_items')"), 0);
+}
+
 #define KEYED_QUEUE "cold_keyed"
 
 /* Inside oq_db_transact's transaction (the caller's): a claim of `queue`
@@ -166,9 +177,7 @@ static void not_prepared(oq_db *db, const char *text, const char *what)
  * table, would be the one the connection's later claims reuse. */
 static void check_claims_in_tx(oq_db *admin, const char *dsn)
 {
-  oqt_exec(admin, "DELETE FROM onceq_items");
-  oqt_exec(admin, "VACUUM ANALYZE onceq_items");
-  ASSERT_EQ(oqt_scalar(admin, "SELECT pg_relation_size('onceq_items')"), 0);
+  empty_table(admin);
   oq_db *dbt = oqt_connect(oqt_worker_dsn(dsn));
   oq_db *oth = oqt_connect(oqt_worker_dsn(dsn)); /* claims outside */
   oq_session *s = SEM_LONG_SESSION(dbt);
@@ -234,9 +243,7 @@ static oq_err handler_stmt(oq_db *db, const oq_item *it, void *ud)
 
 static void check_acks(oq_db *admin, const char *dsn)
 {
-  oqt_exec(admin, "DELETE FROM onceq_items");
-  oqt_exec(admin, "VACUUM ANALYZE onceq_items");
-  ASSERT_EQ(oqt_scalar(admin, "SELECT pg_relation_size('onceq_items')"), 0);
+  empty_table(admin);
   oq_db *dba = oqt_connect(oqt_worker_dsn(dsn));
   oq_db *ctl = oqt_connect(oqt_worker_dsn(dsn));
   oq_db *dbh = oqt_connect(oqt_worker_dsn(dsn));
@@ -326,6 +333,92 @@ static void check_acks(oq_db *admin, const char *dsn)
   oq_db_close(dba);
 }
 
+#define NEXT_QUEUE "cold_next"
+#define NEXT_KEYS 1000
+
+/* A keyed item of NEXT_QUEUE, claimed by s on db, acknowledged by the
+ * batched ack that claims its key's next item (oq_ack_opts.next, the
+ * worker's --sql path); that next item is returned (oq_items_free it, 1). */
+static oq_item *ack_with_next(oq_db *db, oq_session *s, oq_item *it)
+{
+  oq_item *next = NULL;
+  size_t nnext = 0;
+  oq_ack_opts o = {.next = &next, .nnext = &nnext};
+  oq_ack_result res[1];
+  ASSERT_OK(db, oq_ack_many_sql(db, s, it, 1, "SELECT 1", &o, res));
+  ASSERT_EQ(res[0].verdict, OQ_ACK_DONE);
+  ASSERT_EQ(nnext, 1);
+  return next;
+}
+
+/* The ack's next-item statement (OQ__SQL_ACK_NEXT, prepared) runs after
+ * the batched ack's settings: planned on a table of a few rows it still
+ * finds a key's next item through the key index once a backlog is in. */
+static void check_ack_next(oq_db *admin, const char *dsn)
+{
+  empty_table(admin);
+  oq_db *dba = oqt_connect(oqt_worker_dsn(dsn));
+  oq_db *ctl = oqt_connect(oqt_worker_dsn(dsn));
+  oq_session *s = SEM_LONG_SESSION(dba);
+  const char *sid = oq_session_id(s);
+  const char *text = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_ACK_NEXT);
+  SEM_PREPARE(ctl, "oqt_cold_next", text);
+  for (int i = 0; i < ACKS; i++) {
+    QEXEC(admin,
+          "INSERT INTO onceq_items (queue, payload, ordering_key)"
+          " VALUES ($1, '{}', 'once'), ($1, '{}', 'once'), ($1, '{}', 'once')",
+          NEXT_QUEUE);
+    oq_item *it = NULL;
+    ASSERT_EQ(SEM_CLAIM(dba, s, NEXT_QUEUE, 1, &it), 1);
+    oq_item *next = ack_with_next(dba, s, it);
+    oq_items_free(it, 1);
+    /* the control: the same text with the server's settings, on the same
+     * table (the key's third item, rolled back) */
+    char run[300];
+    snprintf(run, sizeof run,
+             "EXECUTE oqt_cold_next('%s', '{%s}', '{once}', NULL)", sid,
+             NEXT_QUEUE);
+    oqt_exec(ctl, "BEGIN");
+    oqt_exec(ctl, OLD_SETTINGS);
+    oqt_exec(ctl, run);
+    oqt_exec(ctl, "ROLLBACK");
+    oq_item *last = ack_with_next(dba, s, next);
+    oq_items_free(next, 1);
+    bool rec = false;
+    ASSERT_OK(dba, oq_ack(dba, s, last, NULL, NULL, NULL, &rec));
+    oq_items_free(last, 1);
+  }
+  char name[128];
+  lib_statement(dba, text, name, sizeof name);
+
+  /* then a backlog of keyed items, one key's head claimed */
+  char sql[400];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO onceq_items (queue, payload, ordering_key)"
+           " SELECT '%s', '{}', 'k' || (g %% %d)"
+           " FROM generate_series(1, %d) AS g",
+           NEXT_QUEUE, NEXT_KEYS, ROWS);
+  oqt_exec(admin, sql);
+  oq_item *it = NULL;
+  ASSERT_EQ(SEM_CLAIM(dba, s, NEXT_QUEUE, 1, &it), 1);
+  char args[300];
+  snprintf(args, sizeof args, "'%s', '{%s}', '{%s}', NULL", sid, NEXT_QUEUE,
+           it->ordering_key);
+  long was = cached_run(ctl, "oqt_cold_next", args,
+                        "control: the next item with the server's settings",
+                        "Update on onceq_items", 1);
+  control_past(was);
+  long now = cached_run(dba, name, args, "the library's next item",
+                        "Update on onceq_items", 1);
+  SEM_WITHIN("the next item planned on a table of a few rows", now, BOUND,
+             "rows", "its plan, made on a table of a few rows, scans it");
+  oq_items_free(it, 1);
+  oqt_exec(ctl, "DEALLOCATE oqt_cold_next");
+  oq_session_free(s);
+  oq_db_close(ctl);
+  oq_db_close(dba);
+}
+
 int main(void)
 {
   const char *dsn = oqt_fresh_db("cold_plan", 1);
@@ -383,6 +476,7 @@ int main(void)
   oq_items_free(got, CLAIM_N);
   printf("ok the library's claim takes %d of them\n", CLAIM_N);
   check_acks(admin, dsn);
+  check_ack_next(admin, dsn);
   check_claims_in_tx(admin, dsn);
   oqt_exec(ctl, "DEALLOCATE oqt_cold");
   oq_session_free(s);
