@@ -372,8 +372,10 @@ static void check_ack_next(oq_db *admin, const char *dsn)
     ASSERT_EQ(SEM_CLAIM(dba, s, NEXT_QUEUE, 1, &it), 1);
     oq_item *next = ack_with_next(dba, s, it);
     oq_items_free(it, 1);
-    /* the control: the same text with the server's settings, on the same
-     * table (the key's third item, rolled back) */
+    /* the control: the same text with the settings from before the scans
+     * were turned off (OLD_SETTINGS: a generic plan, made at its first run,
+     * on this table of three rows), claiming the key's third item, rolled
+     * back */
     char run[300];
     snprintf(run, sizeof run,
              "EXECUTE oqt_cold_next('%s', '{%s}', '{once}', NULL)", sid,
@@ -401,11 +403,12 @@ static void check_ack_next(oq_db *admin, const char *dsn)
   oqt_exec(admin, sql);
   oq_item *it = NULL;
   ASSERT_EQ(SEM_CLAIM(dba, s, NEXT_QUEUE, 1, &it), 1);
+  ASSERT(it->ordering_key != NULL);
   char args[300];
   snprintf(args, sizeof args, "'%s', '{%s}', '{%s}', NULL", sid, NEXT_QUEUE,
            it->ordering_key);
   long was = cached_run(ctl, "oqt_cold_next", args,
-                        "control: the next item with the server's settings",
+                        "control: the next item planned with the old settings",
                         "Update on onceq_items", 1);
   control_past(was);
   long now = cached_run(dba, name, args, "the library's next item",
