@@ -15,7 +15,9 @@
  * speed. A control first runs the statement with the probe written the
  * old way: it must read more than the bound, or the state no longer
  * misleads the planner and the test would prove nothing, so it fails.
- * Each EXPLAIN ANALYZE runs in a transaction that is rolled back.
+ * Each EXPLAIN ANALYZE runs in a transaction that is rolled back. In the
+ * same state the claim probes one row per key of its front walk's window,
+ * counted in rows read against the claim without that filter.
  * The same, counting rows read instead of buffers, for the unkeyed claim
  * after all-keyed statistics and for the ack's next-item statement after
  * all-claimed statistics (their sections below).
@@ -50,20 +52,58 @@
   " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT NULL"       \
   " AND k.claim IS NULL ORDER BY k.enqueue_seq LIMIT 1)"
 
+/* The control is the claim as it was when the probe was NOT EXISTS: the
+ * front walk's window f0 a subquery of f, not a CTE of its own, and no
+ * filter keeping one candidate per key (ONE_PER_KEY). Read through a CTE,
+ * the window does not mislead the planner into the anti-join's nested
+ * loop: the control would read too little to prove anything. */
+#define ONE_PER_KEY                                                            \
+  " AND (f0.enqueue_seq IN (SELECT min(m.enqueue_seq) FROM f0 m"               \
+  " WHERE m.ordering_key IS NOT NULL GROUP BY m.ordering_key)) IS TRUE"
+#define WINDOW_CTE " f0 AS MATERIALIZED ("
+#define WINDOW_END " LIMIT 2 * $3::int),"
+#define FRONT_FROM "SELECT f0.id FROM f0 WHERE"
+
+/* text with its window CTE f0 moved back into f as a subquery */
+static char *window_inlined(const char *text)
+{
+  const char *a = strstr(text, WINDOW_CTE);
+  const char *b = a ? strstr(a, WINDOW_END) : NULL;
+  if (!b)
+    OQT_FAIL("the keyed claim no longer has its window CTE f0");
+  const char *w = a + strlen(WINDOW_CTE); /* the window's SELECT ... */
+  int wlen = (int)(b + strlen(WINDOW_END) - 2 - w); /* ... up to "::int" */
+  size_t len = strlen(text) + 1;
+  char *cut = malloc(len);
+  char *from = malloc((size_t)wlen + 64);
+  if (!cut || !from)
+    OQT_FAIL("out of memory");
+  snprintf(cut, len, "%.*s%s", (int)(a - text), text, b + strlen(WINDOW_END));
+  snprintf(from, (size_t)wlen + 64, "SELECT f0.id FROM (%.*s) f0 WHERE", wlen,
+           w);
+  char *inlined = SEM_AS_BEFORE(cut, FRONT_FROM, from);
+  free(cut);
+  free(from);
+  return inlined;
+}
+
 /* The buffer reads of one run of `text` (a claim: $1 session, $2 queues,
  * $3 count, $4 byte budget) in its generic plan, as the library's claims
  * run (plan_cache_mode), rolled back: its top node's "shared hit", the
  * plan's first; and per row of the `rows` in the table. */
 static long claim_hits(oq_db *db, const char *text, const char *sid,
                        const char *queue, int count, int rows, const char *name,
-                       long *rows_read)
+                       long *rows_read, char **plan_out)
 {
   char args[160];
   snprintf(args, sizeof args, "'%s', '{%s}', %d, 67108864", sid, queue, count);
   char *plan = SEM_GENERIC_RUN(db, text, args, name);
   long hits = sem_plan_buffers(plan);
   long seen = sem_plan_rows_read(plan);
-  free(plan);
+  if (plan_out)
+    *plan_out = plan;
+  else
+    free(plan);
   if (hits < 0)
     OQT_FAIL("%s: no buffer counts in its plan (above)", name);
   printf("  %s: %ld buffer reads, %.2f per row in the table; %ld rows read\n",
@@ -78,16 +118,47 @@ static long claim_hits(oq_db *db, const char *text, const char *sid,
 static void check_plans(oq_db *db, const char *sid)
 {
   const char *text = oq__sql(OQ_ENGINE_POSTGRES, OQ__SQL_CLAIM_KEYED);
-  char *old = SEM_AS_BEFORE(text, NEW_PROBE, OLD_PROBE);
+  char *inlined = window_inlined(text);
+  char *probe = SEM_AS_BEFORE(inlined, NEW_PROBE, OLD_PROBE);
+  char *old = SEM_AS_BEFORE(probe, ONE_PER_KEY, "");
+  free(inlined);
+  free(probe);
   long bound = (long)HITS_PER_ROW * KEYS * PER_KEY;
   long was = claim_hits(db, old, sid, QUEUE, CLAIM_MAX, KEYS * PER_KEY,
-                        "control: the probe as NOT EXISTS", NULL);
+                        "control: the probe as NOT EXISTS", NULL, NULL);
   free(old);
   SEM_CONTROL_PAST(was, bound, "buffers");
+  long per_key = 0, every = 0;
+  char *plan = NULL;
   long now = claim_hits(db, text, sid, QUEUE, CLAIM_MAX, KEYS * PER_KEY,
-                        "the keyed claim", NULL);
+                        "the keyed claim", &per_key, &plan);
   SEM_WITHIN("the keyed claim", now, bound, "buffers",
              "its probe is not one descent per candidate");
+  /* One probe per key of the window: its 2 x CLAIM_MAX keyed rows hold
+   * KEYS keys, and each probe reads one index row, so the filter must save
+   * the rest. Counted against the claim without it. */
+  char *each = SEM_AS_BEFORE(text, ONE_PER_KEY, "");
+  claim_hits(db, each, sid, QUEUE, CLAIM_MAX, KEYS * PER_KEY,
+             "control: a probe for every keyed row of the window", &every,
+             NULL);
+  free(each);
+  if (every - per_key < 2 * CLAIM_MAX - KEYS)
+    OQT_FAIL("the keyed claim read %ld rows, %ld without its one-per-key "
+             "filter: it should save the probes of %d rows",
+             per_key, every, 2 * CLAIM_MAX - KEYS);
+  printf("ok the front walk probes one row per key of its window: %ld rows "
+         "read, %ld with a probe per row\n",
+         per_key, every);
+  /* and its filter is one hashed subplan: a plain one would scan the
+   * window again for each of its rows, which neither count shows (a CTE
+   * scan reads no buffer and no table row) */
+  const char *t = plan ? strstr(plan, ") IS TRUE)") : NULL;
+  const char *h = t && t - plan > 24 ? strstr(t - 24, "(hashed SubPlan") : NULL;
+  if (!h || h > t)
+    OQT_FAIL("the keyed claim's one-per-key filter is not a hashed subplan "
+             "(its plan above)");
+  free(plan);
+  printf("ok the one-per-key filter is a hashed subplan\n");
 }
 
 /* Each claimed item is its key's first: the lowest enqueue_seq of the key
@@ -127,11 +198,11 @@ static void check_unkeyed_plan(oq_db *db, const char *sid)
   char *old = SEM_AS_BEFORE(text, NO_KEY_NOW, NO_KEY_OLD);
   long was = 0, now = 0;
   claim_hits(db, old, sid, UNKEYED_QUEUE, UNKEYED_CLAIM, UNKEYED_ROWS,
-             "control: the walk's plain NULL test", &was);
+             "control: the walk's plain NULL test", &was, NULL);
   free(old);
   SEM_CONTROL_PAST(was, UNKEYED_BOUND, "rows");
   claim_hits(db, text, sid, UNKEYED_QUEUE, UNKEYED_CLAIM, UNKEYED_ROWS,
-             "the claim", &now);
+             "the claim", &now, NULL);
   SEM_WITHIN("the unkeyed claim", now, UNKEYED_BOUND, "rows",
              "it does not walk the queue in claim order");
 }
