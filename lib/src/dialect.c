@@ -233,7 +233,12 @@
  *    them first in any case);
  *  - only when f found fewer: the free key heads (KEY_HEADS), at most $3
  *    in key order (with more free keys than that, f still puts the front
- *    of the queue, priority and run_at, first);
+ *    of the queue, priority and run_at, first). Not when the window was
+ *    not full either: then it held every ready row of the queue (and of
+ *    the claim's slots), so every ready head, and f found them all. A
+ *    queue of few items whose keys are all busy (the usual state of a
+ *    keyed queue kept short) then costs its claims no descent per key;
+ *    the loose scan walks every key with an unclaimed item;
  *  - the unkeyed ready items in claim order, locked as in the other arm
  *    (SKIP LOCKED: concurrent claimers pass each other). This walk passes
  *    the keyed rows with a NULL test each, no probe (about 3 ms at 20,000
@@ -263,16 +268,17 @@
  *
  * Only one row per key of the window can pass that descent: the one with
  * the key's lowest enqueue_seq in f0 (a key's head, its lowest unclaimed
- * seq, is also its lowest among f0's rows, which are unclaimed). So the
- * descent runs only on those rows, found by one hashed subplan over f0
- * (min per key; kept a subplan by IS TRUE, so the planner cannot turn it
- * into a join of its own choosing): f is the same set, with one descent
- * per key of the window instead of one per keyed row. With many items per
- * key the window is mostly later items: a --partitioned claim of 1,000 on
- * 251 keys x 20 items walked 2,000 rows and made 2,000 descents; now 251
- * (EXPLAIN ANALYZE, PostgreSQL 15: the claim 21 to 23 -> 16 to 17 ms;
- * docs/benchmarks.md, "One descent per key of the claim's window"; test:
- * it_lib_keyed_claim_plan).
+ * seq, is also its lowest among f0's rows, which are unclaimed; f0 holds
+ * one queue, and a key's items share one part, so the key alone names the
+ * descent's range). So the descent runs only on those rows, (key, lowest
+ * seq) pairs found by one hashed subplan over f0 (kept a subplan by IS
+ * TRUE, so the planner cannot turn it into a join of its own choosing): f
+ * is the same set, with one descent per key of the window instead of one
+ * per keyed row. With many items per key the window is mostly later
+ * items: a --partitioned claim of 1,000 on 251 keys x 20 items walked
+ * 2,000 rows and made 2,000 descents; now 251 (EXPLAIN ANALYZE, PostgreSQL
+ * 15: about 12,700 -> 7,500 buffers a claim; docs/benchmarks.md, "One
+ * descent per key of the claim's window"; test: it_lib_keyed_claim_plan).
  */
 #define KEY_WINDOW(ready)                                                      \
   " f0 AS MATERIALIZED (SELECT id, queue, part, ordering_key, enqueue_seq"     \
@@ -281,8 +287,9 @@
 #define KEY_FRONT                                                              \
   "SELECT f0.id FROM f0 WHERE f0.ordering_key IS NOT NULL"                     \
   " AND f0.ordering_key NOT IN (SELECT b.ordering_key FROM busy b)"            \
-  " AND (f0.enqueue_seq IN (SELECT min(m.enqueue_seq) FROM f0 m"               \
-  " WHERE m.ordering_key IS NOT NULL GROUP BY m.ordering_key)) IS TRUE"        \
+  " AND ((f0.ordering_key, f0.enqueue_seq) IN (SELECT m.ordering_key,"         \
+  " min(m.enqueue_seq) FROM f0 m WHERE m.ordering_key IS NOT NULL"             \
+  " GROUP BY m.ordering_key)) IS TRUE"                                         \
   " AND f0.enqueue_seq = (SELECT k.enqueue_seq FROM onceq_items k"             \
   " WHERE k.queue = f0.queue AND k.part = f0.part"                             \
   " AND k.ordering_key = f0.ordering_key AND k.ordering_key IS NOT NULL"       \
@@ -291,12 +298,15 @@
   " SELECT u.id FROM (SELECT id FROM onceq_items WHERE " ready " AND " NO_KEY  \
   " ORDER BY priority DESC, run_at"                                            \
   " LIMIT $3::int FOR UPDATE SKIP LOCKED) u"
+/* KEY_CANDIDATES's loose scan runs only after a full window (above) */
+#define FULL_WINDOW " AND (SELECT count(*) FROM f0) >= 2 * $3::int"
 #define KEY_CANDIDATES(ready, lo, hi)                                          \
   "WITH busy AS MATERIALIZED (" KEYS_CLAIMED_PG ")," KEY_WINDOW(               \
       ready) " f AS MATERIALIZED (" KEY_FRONT ") SELECT f.id FROM f"           \
              " UNION ALL " KEY_HEADS(                                          \
-                 ready, lo, hi) " WHERE (SELECT count(*) FROM f) < $3::int"    \
-                                " UNION ALL" UNKEYED_READY(ready)
+                 ready, lo,                                                    \
+                 hi) " WHERE (SELECT count(*) FROM f) < $3::int" FULL_WINDOW   \
+                     " UNION ALL" UNKEYED_READY(ready)
 /* Both arms, for one queue q (LATERAL). The keyed arm locks its
  * candidates in claim order with SKIP LOCKED (a claimer passes the heads
  * another one holds and takes the next candidates), `ready` checked again

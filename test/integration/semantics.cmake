@@ -70,7 +70,10 @@ oq_add_test(it_lib_ack_plan LABEL integration TIMEOUT 60
             SOURCES ack_plan.c INTERNAL)
 # The keyed claim's "no earlier item" probe stays one descent per
 # candidate after a backlog without keys was analyzed (dialect.c,
-# KEY_FRONT), and the claims take each key's first item in that state;
+# KEY_FRONT), runs once per key of the front walk's window (a hashed
+# filter, the same candidates), is not followed by the loose scan when
+# the window held the whole queue, and the claims take each key's first
+# item in that state;
 # the unkeyed claim and the ack's next-item statement keep their plans
 # after all-keyed and all-claimed statistics.
 oq_add_test(it_lib_keyed_claim_plan LABEL integration TIMEOUT 60
