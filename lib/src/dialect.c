@@ -236,9 +236,9 @@
  *    of the queue, priority and run_at, first). Not when the window was
  *    not full either: then it held every ready row of the queue (and of
  *    the claim's slots), so every ready head, and f found them all. A
- *    queue of few items whose keys are all busy (the usual state of a
- *    keyed queue kept short) then costs its claims no descent per key;
- *    the loose scan walks every key with an unclaimed item;
+ *    queue of few items whose keys are all busy then costs its claims no
+ *    descent per key; the loose scan walks every key with an unclaimed
+ *    item;
  *  - the unkeyed ready items in claim order, locked as in the other arm
  *    (SKIP LOCKED: concurrent claimers pass each other). This walk passes
  *    the keyed rows with a NULL test each, no probe (about 3 ms at 20,000
