@@ -119,18 +119,13 @@ static long claim_hits(oq_db *db, const char *text, const char *sid,
   return hits;
 }
 
-/* The actual rows of the plan node on the line after `label` (a CTE's
- * line), -1 if that line has none (never executed); PostgreSQL 18 prints
- * them with decimals. */
-static double cte_rows(const char *plan, const char *label)
+/* The actual rows of CTE f's node (the line after its label), -1 if
+ * none (never executed). */
+static double cte_f_rows(const char *plan)
 {
+  static const char label[] = "CTE f\n";
   const char *at = plan ? strstr(plan, label) : NULL;
-  const char *line = at ? at + strlen(label) : NULL;
-  const char *end = line ? strchr(line, '\n') : NULL;
-  const char *r = line ? strstr(line, "actual rows=") : NULL;
-  if (!r || (end && r > end))
-    return -1;
-  return strtod(r + strlen("actual rows="), NULL);
+  return at ? sem_plan_node_rows(at + strlen(label), "->") : -1;
 }
 
 /* How many distinct hashed subplans a plan names ("hashed SubPlan N",
@@ -190,8 +185,8 @@ static void check_plans(oq_db *db, const char *sid)
          "read, %ld with a probe per row\n",
          per_key, every);
   /* the same candidates: f's rows with the filter and without it */
-  double f_now = cte_rows(plan, "CTE f\n");
-  double f_was = cte_rows(every_plan, "CTE f\n");
+  double f_now = cte_f_rows(plan);
+  double f_was = cte_f_rows(every_plan);
   if (f_now != KEYS || f_now != f_was)
     OQT_FAIL("the front walk found %.0f candidates, %.0f without its "
              "one-per-key filter (plans above)",
