@@ -19,7 +19,8 @@
 #             empty queue and left until the ownership rows match the blocks;
 #             per round N items are inserted in one transaction, keyed or
 #             not (alternately), and timed from that commit until the queue
-#             is empty (polled every 20 ms), as test/bench/parts_bench.sh.
+#             is empty (polled every 20 ms on one connection by
+#             onceq_bench_tool wait_empty).
 #   overhead  the keys leg's plain drain, HEAD's worker against REV's (the
 #             commit before the features; default 7afc633 = a2c5408^1, the
 #             last without schema v5), each on its own database migrated by
@@ -317,7 +318,7 @@ EOF
 # parts_round NAME KEYED: N items inserted while the workers run; prints
 # items/s from the insert's commit to the queue found empty.
 parts_round() {
-  local name=$1 keyed=$2 dsn t0 t1 left=-1
+  local name=$1 keyed=$2 dsn t0 t1
   dsn=$(dsn_of kb_parts)
   qd "$dsn" "TRUNCATE ledger, expect" >/dev/null
   qd "$dsn" "VACUUM ANALYZE onceq_items" >/dev/null
@@ -327,13 +328,10 @@ parts_round() {
   qd "$dsn" "BEGIN; $(fill_sql "$keyed"); $(expect_sql "$keyed") COMMIT" >/dev/null ||
     die "$name: the fill failed"
   t0=$(date +%s%3N)
-  for _ in $(seq 1 15000); do # 300 s at 20 ms
-    left=$(qd "$dsn" "SELECT count(*) FROM onceq_items")
-    [ "$left" = 0 ] && break
-    sleep 0.02
-  done
-  t1=$(date +%s%3N)
-  [ "$left" = 0 ] || die "$name: $left items left after 300 s"
+  # one connection polls every 20 ms (bench_tool.c: a new psql per poll
+  # took about a third of the 2-core machine from the drain it timed)
+  t1=$("$TOOL" wait_empty "$dsn" 300) ||
+    die "$name: $(qd "$dsn" "SELECT count(*) FROM onceq_items") items left after 300 s"
   check "$dsn" "$name" "$keyed"
   echo "    $name: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1000 }') s," \
     "$(claim_stats "$dsn")" >&2
