@@ -60,7 +60,9 @@
 # first line (peers: performance.now() in the handler; onceq: clock_timestamp()
 # of the --sql statement) minus the producer's clock just before it sent the
 # INSERT (so the enqueue's own commit is inside, for every system), both on
-# this machine's clock; p50/p99.
+# this machine's clock; p50/p99. Each system's line also gives its enqueue
+# calls' own median, 99th and max (INSERT and commit, as the producer saw
+# them): a p99 or max made of a slow disk flush shows there too.
 # RSS: onceq-worker's VmHWM idle (the latency worker before the first
 # enqueue) and under load (the ledger drains, sampled every 20 ms).
 # Every leg prints the 1-minute load average next to it (2-core machine;

@@ -20,8 +20,10 @@
 // the payload, start_ms epoch milliseconds at the handler's first line); it
 // prints "ready" once started and stops on SIGTERM or after --max-seconds.
 // enqueue: autocommit enqueues at a steady rate, one client; appends
-// "k enq_ms" per job (epoch ms just before the INSERT was sent).
-// pct: joins the two files on k and prints "n=.. p50=.. p99=.. max=.." (ms).
+// "k enq_ms done_ms" per job (epoch ms just before the INSERT was sent, and
+// when its call returned, commit included).
+// pct: joins the two files on k and prints "n=.. p50=.. p99=.. max=.." (ms),
+// then the enqueue calls' own median, 99th and max (done_ms - enq_ms).
 import { readFileSync, appendFileSync, writeFileSync } from "node:fs";
 import pg from "pg";
 
@@ -303,7 +305,9 @@ async function enqueue() {
     // for every system): the enqueue's own commit is inside the latency
     const before = nowMs();
     await send(k);
-    lines.push(`${k} ${before.toFixed(3)}\n`);
+    // and after it: the enqueue's own call (its commit's WAL flush
+    // included), so that a slow item can be told apart from a slow disk
+    lines.push(`${k} ${before.toFixed(3)} ${nowMs().toFixed(3)}\n`);
   }
   appendFileSync(out, lines.join(""));
   if (boss) await boss.stop({ graceful: false, wait: true, timeout: 5000 });
@@ -324,8 +328,20 @@ function pct() {
   const d = [];
   for (const [k, t] of enq) if (st.has(k)) d.push(st.get(k) - t);
   d.sort((a, b) => a - b);
-  const q = (p) => (d.length ? d[Math.min(d.length - 1, Math.ceil(p * d.length) - 1)] : NaN);
-  console.log(`n=${d.length} of=${enq.size} p50=${q(0.5).toFixed(2)} p99=${q(0.99).toFixed(2)} max=${(d.length ? d[d.length - 1] : NaN).toFixed(2)}`);
+  const at = (a, p) => (a.length ? a[Math.min(a.length - 1, Math.ceil(p * a.length) - 1)] : NaN);
+  const q = (p) => at(d, p);
+  // the enqueue calls themselves (third column of --enq, when written):
+  // named without "p50=" so that run.sh's parse of this line is unchanged
+  const calls = [];
+  for (const line of readFileSync(opt.enq, "utf8").split("\n")) {
+    const [k, t0, t1] = line.trim().split(/\s+/);
+    if (t1 !== undefined && Number(k) > 0) calls.push(Number(t1) - Number(t0));
+  }
+  calls.sort((a, b) => a - b);
+  const call = calls.length
+    ? `; enqueue calls median=${at(calls, 0.5).toFixed(2)} 99th=${at(calls, 0.99).toFixed(2)} max=${calls[calls.length - 1].toFixed(2)}`
+    : "";
+  console.log(`n=${d.length} of=${enq.size} p50=${q(0.5).toFixed(2)} p99=${q(0.99).toFixed(2)} max=${(d.length ? d[d.length - 1] : NaN).toFixed(2)}${call}`);
 }
 
 const cmds = { setup, fill, drain, worker, enqueue, pct };
