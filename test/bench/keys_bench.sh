@@ -331,7 +331,7 @@ parts_round() {
   # one connection polls every 20 ms (bench_tool.c: a new psql per poll
   # took about a third of the 2-core machine from the drain it timed)
   t1=$("$TOOL" wait_empty "$dsn" 300) ||
-    die "$name: $(qd "$dsn" "SELECT count(*) FROM onceq_items") items left after 300 s"
+    die "$name: the queue did not empty (onceq_bench_tool wait_empty said why above)"
   check "$dsn" "$name" "$keyed"
   echo "    $name: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1000 }') s," \
     "$(claim_stats "$dsn")" >&2

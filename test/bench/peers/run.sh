@@ -489,7 +489,7 @@ IDLE_HWM_KB=0 IDLE_RSS_KB=0
 lat_pct() { # NAME ENQ START: "p50 p99" into LAT[NAME]
   local out
   out=$(nodeb pct --enq "$2" --start "$3")
-  LAT["$1"]=$(sed -n 's/.*p50=\([0-9.NA]*\) p99=\([0-9.NA]*\).*/\1 \2/p' <<<"$out")
+  LAT["$1"]=$(sed -n 's/.*p50=\([0-9.NaN-]*\) p99=\([0-9.NaN-]*\).*/\1 \2/p' <<<"$out")
   printf '  %-34s %s   load %s\n' "$1" "$out" "$(load1)"
 }
 part latency || LAT_SYS="" LAT_MODES=""
