@@ -315,33 +315,33 @@ async function enqueue() {
 }
 
 function pct() {
+  // k -> the line's times (enq: before the INSERT and, when written, after
+  // its call returned; start: the handler's first line)
   const read = (f) => {
     const m = new Map();
     for (const line of readFileSync(f, "utf8").split("\n")) {
-      const [k, t] = line.trim().split(/\s+/);
-      if (k !== undefined && t !== undefined && Number(k) > 0) m.set(k, Number(t));
+      const [k, ...ts] = line.trim().split(/\s+/);
+      if (ts.length && Number(k) > 0) m.set(k, ts.map(Number));
     }
     return m;
   };
   const enq = read(opt.enq);
   const st = read(opt.start);
   const d = [];
-  for (const [k, t] of enq) if (st.has(k)) d.push(st.get(k) - t);
-  d.sort((a, b) => a - b);
-  const at = (a, p) => (a.length ? a[Math.min(a.length - 1, Math.ceil(p * a.length) - 1)] : NaN);
-  const q = (p) => at(d, p);
-  // the enqueue calls themselves (third column of --enq, when written):
-  // named without "p50=" so that run.sh's parse of this line is unchanged
   const calls = [];
-  for (const line of readFileSync(opt.enq, "utf8").split("\n")) {
-    const [k, t0, t1] = line.trim().split(/\s+/);
-    if (t1 !== undefined && Number(k) > 0) calls.push(Number(t1) - Number(t0));
+  for (const [k, [t0, t1]] of enq) {
+    if (st.has(k)) d.push(st.get(k)[0] - t0);
+    if (t1 !== undefined) calls.push(t1 - t0);
   }
+  d.sort((a, b) => a - b);
   calls.sort((a, b) => a - b);
+  const at = (a, p) => (a.length ? a[Math.min(a.length - 1, Math.ceil(p * a.length) - 1)] : NaN);
+  // the enqueue calls themselves, named without "p50=" so that run.sh's
+  // parse of this line is unchanged
   const call = calls.length
     ? `; enqueue calls median=${at(calls, 0.5).toFixed(2)} 99th=${at(calls, 0.99).toFixed(2)} max=${calls[calls.length - 1].toFixed(2)}`
     : "";
-  console.log(`n=${d.length} of=${enq.size} p50=${q(0.5).toFixed(2)} p99=${q(0.99).toFixed(2)} max=${(d.length ? d[d.length - 1] : NaN).toFixed(2)}${call}`);
+  console.log(`n=${d.length} of=${enq.size} p50=${at(d, 0.5).toFixed(2)} p99=${at(d, 0.99).toFixed(2)} max=${(d.length ? d[d.length - 1] : NaN).toFixed(2)}${call}`);
 }
 
 const cmds = { setup, fill, drain, worker, enqueue, pct };
